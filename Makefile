@@ -1,0 +1,38 @@
+# evalhub: `make demo` runs tonight's nightly on the embedded default; `make test` runs the suite.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ADDR ?= 127.0.0.1:8000
+
+.PHONY: install demo test serve worker clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(PY) manage.py migrate --no-input
+	$(PY) manage.py load_reference
+	$(PY) manage.py setup_schedules
+	$(PY) manage.py nightly --execute
+	$(PY) manage.py demo_admin
+	@echo ""
+	@echo "Open the pages: run 'make serve', then visit http://$(ADDR)/ and sign in with the account above."
+	@echo "The API is at http://$(ADDR)/api/ (interactive docs at /api/docs/), the admin at /admin/."
+
+serve: install
+	$(PY) manage.py runserver $(ADDR)
+
+worker: install
+	$(PY) manage.py qcluster
+
+test: install
+	$(PY) -m pytest -n auto
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,43 @@
+"""``manage.py import_manifest FILE``: make the catalog equal to a manifest file."""
+
+from __future__ import annotations
+
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from candidates.services import ManifestError, import_manifest
+from evalhub.jsonio import loads_strict
+
+
+class Command(BaseCommand):
+    help = (
+        "Make the candidate catalog equal to FILE (the format of export_manifest). All or nothing: "
+        "a file that fails validation changes nothing and every problem is listed."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("file", help="Path to a manifest JSON file, or - for standard input.")
+
+    def handle(self, *args, **options) -> None:
+        path = options["file"]
+        try:
+            if path == "-":
+                document = loads_strict(sys.stdin.read())
+            else:
+                with open(path, encoding="utf-8") as handle:
+                    document = loads_strict(handle.read())
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CommandError(f"{path} is not valid JSON: {exc}") from None
+        try:
+            summary = import_manifest(document)
+        except ManifestError as exc:
+            listing = "\n".join(f"  - {problem}" for problem in exc.problems)
+            raise CommandError(f"{path} was not imported; nothing changed. Fix these problems:\n{listing}") from None
+        self.stdout.write(
+            f"imported {path}: {summary.slots} slots, {summary.candidates} candidates "
+            f"({summary.removed_candidates} candidates and {summary.removed_slots} slots removed, "
+            f"{summary.created_budgets} budgets created)"
+        )

@@ -1,0 +1,316 @@
+"""Writes to the candidate catalog: manifest import/export and the reference data.
+
+Every write goes through ``full_clean()`` (DESIGN.md principle 2). An import is all or nothing: a
+document that fails validation changes nothing and every problem names its slot, candidate and
+field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import CheckConstraint, F, Prefetch
+
+from candidates.models import CANDIDATE_SCHEMA, Budget, Candidate, Slot
+from candidates.secrets import secret_kinds
+
+MANIFEST_SCHEMA = "paperclip.runner.live-eval-candidate-slots.v1"
+MANIFEST_NOTE = (
+    "The five candidate slots of the reference system, in order; slot order and candidate order inside a slot "
+    "matter to the schedule."
+)
+SLOT_KEYS = {"id", "candidates"}
+CANDIDATE_KEYS = {"schema", "id", "slotId", "adapter", "provider", "model", "tier", "reasoningEffort", "qualification", "budget"}
+QUALIFICATION_KEYS = {"requiredEnvironment", "profile"}
+BUDGET_KEYS = ("maxLatencyMs", "maxAttempts", "maxCostUsd", "maxTotalTokens")
+#: Reorders use positions above this offset for a moment, so unique (slot, position) never clashes.
+REORDER_OFFSET = 1_000_000
+
+FIELD_NAMES = {
+    "key": "id",
+    "model": "model",
+    "adapter": "adapter",
+    "provider": "provider",
+    "tier": "tier",
+    "reasoning_effort": "reasoningEffort",
+    "required_environment": "qualification.requiredEnvironment",
+    "profile": "qualification.profile",
+    "max_latency_ms": "budget.maxLatencyMs",
+    "max_attempts": "budget.maxAttempts",
+    "max_cost_usd": "budget.maxCostUsd",
+    "max_total_tokens": "budget.maxTotalTokens",
+    "name": "budget",
+    "__all__": "",
+}
+
+
+class ManifestError(ValueError):
+    """An import that failed validation; ``problems`` lists every problem, one sentence each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    slots: int
+    candidates: int
+    removed_candidates: int
+    removed_slots: int
+    created_budgets: int
+
+
+def catalog_queryset():
+    """Slots in order with their candidates (in order), slot and budget loaded: two queries."""
+    return Slot.objects.order_by("position", "id").prefetch_related(
+        Prefetch("candidates", queryset=Candidate.objects.select_related("slot", "budget").order_by("position", "id"))
+    )
+
+
+def catalog_slots() -> list[dict[str, Any]]:
+    """The catalog as the schedule core reads it: ``[{"id", "candidates": [candidate documents]}]``."""
+    return [
+        {"id": slot.key, "candidates": [candidate.to_document() for candidate in slot.candidates.all()]}
+        for slot in catalog_queryset()
+    ]
+
+
+def export_manifest() -> dict[str, Any]:
+    """The candidate manifest in the format of the reference ``candidate-manifest.json``."""
+    return {"schema": MANIFEST_SCHEMA, "note": MANIFEST_NOTE, "slots": catalog_slots()}
+
+
+def _budget_values(document: Any, where: str, problems: list[str]) -> tuple[int, int, Decimal, int] | None:
+    if not isinstance(document, dict):
+        problems.append(f"{where}, field budget: must be an object with {', '.join(BUDGET_KEYS)}")
+        return None
+    unknown = sorted(set(document) - set(BUDGET_KEYS))
+    if unknown:
+        problems.append(f"{where}, field budget: unknown field {', '.join(map(str, unknown))}")
+    values: list[Any] = []
+    for name in BUDGET_KEYS:
+        value = document.get(name)
+        if name == "maxCostUsd":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            try:
+                number = Decimal(str(value)) if ok else None
+            except InvalidOperation:
+                number = None
+            if number is None or not number.is_finite() or number <= 0:
+                problems.append(f"{where}, field budget.{name}: must be a positive number of US dollars")
+                return None
+            values.append(number)
+        else:
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                problems.append(f"{where}, field budget.{name}: must be a positive whole number")
+                return None
+            values.append(value)
+    return values[0], values[1], values[2], values[3]
+
+
+def _budget_for(values: tuple[int, int, Decimal, int], created: dict[tuple, Budget]) -> Budget:
+    latency, attempts, cost, tokens = values
+    budget = Budget.objects.filter(
+        max_latency_ms=latency, max_attempts=attempts, max_cost_usd=cost, max_total_tokens=tokens
+    ).order_by("id").first()
+    if budget is None and values in created:
+        budget = created[values]
+    if budget is None:
+        cost_text = format(cost.normalize(), "f")
+        budget = Budget(
+            name=f"budget-{latency}ms-{attempts}x-{cost_text}usd-{tokens}tok",
+            max_latency_ms=latency,
+            max_attempts=attempts,
+            max_cost_usd=cost,
+            max_total_tokens=tokens,
+        )
+        created[values] = budget
+    return budget
+
+
+def _validation_messages(error: ValidationError, where: str) -> list[str]:
+    messages = []
+    for field, field_errors in error.message_dict.items():
+        label = FIELD_NAMES.get(field, field)
+        for message in field_errors:
+            messages.append(f"{where}, field {label}: {message}" if label else f"{where}: {message}")
+    return messages
+
+
+def _clean_candidate(candidate: Candidate) -> None:
+    """Field and model validation plus the check constraints; uniqueness is checked across the file."""
+    candidate.full_clean(exclude=["slot", "budget"], validate_unique=False, validate_constraints=False)
+    errors: list[ValidationError] = []
+    for constraint in Candidate._meta.constraints:
+        if isinstance(constraint, CheckConstraint):
+            try:
+                constraint.validate(Candidate, candidate)
+            except ValidationError as exc:
+                errors.append(exc)
+    if errors:
+        raise ValidationError({"__all__": [e.message for e in errors]})
+
+
+def import_manifest(document: Mapping[str, Any]) -> ImportSummary:
+    """Make the catalog equal to a manifest document (format of ``candidate-manifest.json``).
+
+    Slots and candidates are matched by id: existing ones are updated, missing ones created,
+    and ones not in the document deleted. Budgets are matched by their four values (an unknown
+    combination creates a budget named after them). Raises :class:`ManifestError` listing every
+    problem, naming slot, candidate and field, and then nothing has changed.
+    """
+    problems: list[str] = []
+    if not isinstance(document, Mapping):
+        raise ManifestError(["the manifest must be a JSON object with schema and slots"])
+    if document.get("schema") != MANIFEST_SCHEMA:
+        problems.append(f"schema must be {MANIFEST_SCHEMA}")
+    unknown = sorted(set(document) - {"schema", "note", "slots"})
+    if unknown:
+        problems.append(f"unknown top-level field {', '.join(map(str, unknown))}")
+    kinds = secret_kinds(document.get("note"))
+    if kinds:
+        problems.append(f"note looks like it contains a secret ({', '.join(kinds)}); remove it")
+    slots = document.get("slots")
+    if not isinstance(slots, list) or not slots:
+        problems.append("slots must be a non-empty list")
+        raise ManifestError(problems)
+
+    seen_slots: dict[str, int] = {}
+    seen_candidates: dict[str, str] = {}
+    existing_slots = {slot.key: slot for slot in Slot.objects.all()}
+    existing_candidates = {candidate.key: candidate for candidate in Candidate.objects.all()}
+    created_budgets: dict[tuple, Budget] = {}
+    plan: list[tuple[Slot, list[tuple[Candidate, tuple | None]]]] = []
+
+    for slot_index, slot_document in enumerate(slots, start=1):
+        if not isinstance(slot_document, dict):
+            problems.append(f"slot {slot_index}: must be an object with id and candidates")
+            continue
+        slot_key = slot_document.get("id")
+        where_slot = f"slot {slot_key}" if isinstance(slot_key, str) and slot_key else f"slot {slot_index}"
+        extra = sorted(set(slot_document) - SLOT_KEYS)
+        if extra:
+            problems.append(f"{where_slot}: unknown field {', '.join(map(str, extra))}")
+        if not isinstance(slot_key, str) or not slot_key:
+            problems.append(f"{where_slot}, field id: must be a non-blank text")
+            continue
+        if slot_key in seen_slots:
+            problems.append(f"{where_slot}: the id is used by slot {seen_slots[slot_key]} too; slot ids must be unique")
+            continue
+        seen_slots[slot_key] = slot_index
+        slot = existing_slots.get(slot_key) or Slot(key=slot_key)
+        slot.position = slot_index - 1
+        try:
+            slot.full_clean(validate_unique=False, validate_constraints=False)
+        except ValidationError as exc:
+            problems.extend(_validation_messages(exc, where_slot))
+        candidates = slot_document.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            problems.append(f"{where_slot}, field candidates: must be a non-empty list")
+            continue
+        planned: list[tuple[Candidate, tuple | None]] = []
+        for candidate_index, candidate_document in enumerate(candidates, start=1):
+            where = f"{where_slot}, candidate {candidate_index}"
+            if not isinstance(candidate_document, dict):
+                problems.append(f"{where}: must be an object")
+                continue
+            candidate_key = candidate_document.get("id")
+            if isinstance(candidate_key, str) and candidate_key:
+                where = f"{where_slot}, candidate {candidate_key}"
+            extra = sorted(set(candidate_document) - CANDIDATE_KEYS)
+            if extra:
+                problems.append(f"{where}: unknown field {', '.join(map(str, extra))}")
+            if candidate_document.get("schema", CANDIDATE_SCHEMA) != CANDIDATE_SCHEMA:
+                problems.append(f"{where}, field schema: must be {CANDIDATE_SCHEMA}")
+            if candidate_document.get("slotId", slot_key) != slot_key:
+                problems.append(f"{where}, field slotId: must be {slot_key}, the slot it is listed in")
+            if isinstance(candidate_key, str) and candidate_key:
+                if candidate_key in seen_candidates:
+                    problems.append(
+                        f"{where}, field id: already used in slot {seen_candidates[candidate_key]}; "
+                        "candidate ids must be unique across all slots"
+                    )
+                    continue
+                seen_candidates[candidate_key] = slot_key
+            qualification = candidate_document.get("qualification", {})
+            if not isinstance(qualification, dict):
+                problems.append(f"{where}, field qualification: must be an object with requiredEnvironment")
+                qualification = {}
+            extra = sorted(set(qualification) - QUALIFICATION_KEYS)
+            if extra:
+                problems.append(f"{where}, field qualification: unknown field {', '.join(map(str, extra))}")
+            budget_values = _budget_values(candidate_document.get("budget"), where, problems)
+            candidate = existing_candidates.get(candidate_key) if isinstance(candidate_key, str) else None
+            candidate = candidate or Candidate()
+            candidate.key = candidate_key if isinstance(candidate_key, str) else ""
+            candidate.position = candidate_index - 1
+            for attribute, source in (("adapter", "adapter"), ("provider", "provider"), ("model", "model"), ("tier", "tier")):
+                value = candidate_document.get(source, "")
+                setattr(candidate, attribute, value if isinstance(value, str) else "")
+                if not isinstance(value, str):
+                    problems.append(f"{where}, field {source}: must be text")
+            for attribute, value in (
+                ("reasoning_effort", candidate_document.get("reasoningEffort", "")),
+                ("profile", qualification.get("profile", "")),
+            ):
+                if not isinstance(value, str):
+                    problems.append(f"{where}, field {FIELD_NAMES[attribute]}: must be text")
+                    value = ""
+                setattr(candidate, attribute, value)
+            candidate.required_environment = qualification.get("requiredEnvironment", [])
+            try:
+                _clean_candidate(candidate)
+            except ValidationError as exc:
+                problems.extend(_validation_messages(exc, where))
+            planned.append((candidate, budget_values))
+        plan.append((slot, planned))
+
+    if problems:
+        raise ManifestError(problems)
+
+    with transaction.atomic():
+        keep_candidates = set(seen_candidates)
+        removed_candidates, _ = Candidate.objects.exclude(key__in=keep_candidates).delete()
+        # Move every row out of the way first so swapped positions never clash mid-import.
+        Slot.objects.update(position=F("position") + REORDER_OFFSET)
+        Candidate.objects.update(position=F("position") + REORDER_OFFSET)
+        for slot, planned in plan:
+            slot.save()
+            for candidate, budget_values in planned:
+                budget = _budget_for(budget_values, created_budgets)
+                if budget.pk is None:
+                    budget.full_clean()
+                    budget.save()
+                candidate.slot = slot
+                candidate.budget = budget
+                candidate.save()
+        # Only now: a candidate may have moved out of a slot that the document drops.
+        removed_slots, _ = Slot.objects.exclude(key__in=set(seen_slots)).delete()
+    return ImportSummary(
+        slots=len(seen_slots),
+        candidates=len(seen_candidates),
+        removed_candidates=removed_candidates,
+        removed_slots=removed_slots,
+        created_budgets=len(created_budgets),
+    )
+
+
+def load_reference_budgets(documents: list[Mapping[str, Any]]) -> int:
+    """Create or update the named reference budgets; returns how many were created."""
+    created = 0
+    for document in documents:
+        budget = Budget.objects.filter(name=document["name"]).first() or Budget(name=document["name"])
+        created += budget.pk is None
+        budget.max_latency_ms = document["maxLatencyMs"]
+        budget.max_attempts = document["maxAttempts"]
+        budget.max_cost_usd = Decimal(str(document["maxCostUsd"]))
+        budget.max_total_tokens = document["maxTotalTokens"]
+        budget.full_clean()
+        budget.save()
+    return created

@@ -1,0 +1,81 @@
+"""Validation shared by every evalhub model.
+
+Every writer (admin, API, manifest import, shell) reaches these through ``full_clean()``
+(DESIGN.md, "One validation path").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+
+from candidates.secrets import secret_error_for
+
+KEY_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+ENV_NAME_PATTERN = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+key_validator = RegexValidator(
+    KEY_PATTERN,
+    message="Use lowercase letters, digits, '.', '_' and '-' only, starting with a letter or digit "
+    "(for example codex-strong).",
+    code="invalid_key",
+)
+
+
+class SecretFreeModel(models.Model):
+    """Rejects secret-shaped data in every text and JSON field of the model.
+
+    ``clean_fields()`` scans each ``CharField``/``TextField``/``JSONField`` value (JSON walked
+    deeply, keys included) and raises ``ValidationError`` keyed by field, naming the field and the
+    kind of secret it resembles but never echoing the value.
+    """
+
+    class Meta:
+        abstract = True
+
+    def clean_fields(self, exclude: Any = None) -> None:
+        errors: dict[str, list[ValidationError]] = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        exclude = set(exclude or ())
+        for field in self._meta.concrete_fields:
+            if field.name in exclude or field.name in errors:
+                continue
+            if not isinstance(field, (models.CharField, models.TextField, models.JSONField)):
+                continue
+            error = secret_error_for(str(field.verbose_name).capitalize(), getattr(self, field.attname))
+            if error is not None:
+                errors.setdefault(field.name, []).append(error)
+        if errors:
+            raise ValidationError(errors)
+
+
+def env_name_errors(value: Any, *, label: str) -> list[str]:
+    """Problems with a list of environment variable names, as sentences (empty when valid).
+
+    A valid value is a JSON list of unique strings each matching ``^[A-Z_][A-Z0-9_]*$``
+    (known-failure-modes B8: a bare string, ``null``, a dict or a number are all rejected).
+    """
+    if not isinstance(value, list):
+        return [f"{label} must be a list of environment variable names such as [\"OPENAI_API_KEY\"]."]
+    problems = []
+    seen: set[str] = set()
+    for index, item in enumerate(value, start=1):
+        if not isinstance(item, str):
+            problems.append(f"{label} item {index} must be a text name, not {type(item).__name__}.")
+        elif not ENV_NAME_PATTERN.match(item):
+            problems.append(
+                f"{label} item {index} is not an environment variable name: use capital letters, "
+                "digits and underscores, starting with a letter or underscore (for example OPENAI_API_KEY)."
+            )
+        elif item in seen:
+            problems.append(f"{label} lists {item} twice.")
+        else:
+            seen.add(item)
+    return problems

@@ -1,0 +1,63 @@
+"""The executor contract: execute one schedule entry and return an observation.
+
+Executors follow Django's backend pattern (STYLE.md §5): a base class with one method to
+override and one error type with a ``retryable`` flag. The orchestration around them
+(qualification, cost ceiling, retry once, fallback observation, redaction) lives in
+``runs.services`` and is written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class InfrastructureError(Exception):
+    """A failure of the machinery around the model, not of the model.
+
+    ``code`` is a short machine-readable reason (``runtime_unavailable``, ``provider_http_503``...),
+    ``retryable`` says whether one more attempt may succeed, ``message`` is for people and is
+    redacted before it is stored. ``cost_usd`` is what the failed attempt was billed, if known.
+    """
+
+    def __init__(self, code: str, retryable: bool, message: str, *, cost_usd: float | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
+        self.message = message
+        self.cost_usd = cost_usd
+
+
+@dataclass(frozen=True)
+class ExecutionRequest:
+    """Everything an executor may use for one execution.
+
+    ``entry`` is the reference schedule entry document, ``candidate`` the candidate document
+    snapshotted in the schedule, ``case`` the workflow case document, ``environment`` only the
+    candidate's required variables (name → value) — executors never see the rest of the
+    process environment.
+    """
+
+    run_id: int
+    entry: Mapping[str, Any]
+    candidate: Mapping[str, Any]
+    case: Mapping[str, Any]
+    environment: Mapping[str, str] = field(default_factory=dict)
+    attempt: int = 1
+
+
+class Executor:
+    """Base class: subclasses implement :meth:`execute`."""
+
+    #: Shown in messages and pages, e.g. "codex app-server".
+    runtime_name: str = "runtime"
+
+    def execute(self, request: ExecutionRequest) -> dict[str, Any]:
+        """Run one entry within its budget and return the observation document.
+
+        Returns a ``paperclip.runner.workflow-observation.v1`` dict. Raises
+        :class:`InfrastructureError` when the runtime or provider failed; any other exception is
+        treated by the orchestration as an infrastructure failure of the executor itself.
+        """
+        raise NotImplementedError

@@ -1,0 +1,400 @@
+"""Run services: create a run from a schedule, claim and execute its entries, record what happened.
+
+The orchestration follows the reference ``executeRunnerLiveSchedule`` and nightly script
+(upstream-spec §5.3–5.4), with evalhub's decisions:
+
+* qualification first: a missing or empty required variable → ``skipped`` /
+  ``qualification_environment_missing`` naming the variables (never their values);
+* then the campaign ceiling: spent ≥ ceiling → ``skipped`` / ``campaign_cost_ceiling_reached``;
+* otherwise the adapter's executor runs; a retryable :class:`InfrastructureError` is retried
+  once; a final infrastructure error becomes an ``infrastructure_failure`` observation with a
+  redacted message; any other exception is recorded as an ``executor_crashed`` infrastructure
+  failure and the run goes on (one broken entry must not lose the night);
+* every execution is claimed with a conditional update before its executor is called and the
+  run itself is claimed the same way, so a second delivery does nothing and spends nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F
+from django.utils import timezone
+
+from candidates.secrets import redact, redact_data
+from runs.executors import ExecutionRequest, InfrastructureError, executor_for
+from runs.models import (
+    Attempt,
+    AttemptOutcome,
+    Classification,
+    Execution,
+    ExecutionStatus,
+    Run,
+    RunStatus,
+    Trigger,
+)
+from runs.observations import missing_environment_message, observation_problems, unavailable_observation
+from schedules.models import Schedule, WorkflowCase
+from schedules.services import Selection, schedule_for_night, select_schedule
+
+logger = logging.getLogger(__name__)
+
+#: Called after each execution with (done, total, execution).
+ProgressCallback = Callable[[int, int, Execution], None]
+
+
+@dataclass
+class RunSummary:
+    """Counts of one run, for the one-line summary, the pages and the API."""
+
+    run_id: int
+    executions: int
+    by_classification: dict[str, int] = field(default_factory=dict)
+    by_failure_code: dict[str, int] = field(default_factory=dict)
+    spent_usd: Decimal = Decimal(0)
+    cost_ceiling_usd: Decimal = Decimal(0)
+    has_unpriced: bool = False
+    stopped_at_ceiling: bool = False
+
+    def line(self) -> str:
+        """``run 3: 40 executions — 0 completed, 0 candidate failures, 0 infrastructure failures, 40 skipped (…); spent $0.00 of $12.00``."""
+        counts = self.by_classification
+        codes = ", ".join(f"{count} {code}" for code, count in sorted(self.by_failure_code.items()))
+        spent = f"${self.spent_usd:.2f}" + (" + unpriced" if self.has_unpriced else "")
+        return (
+            f"run {self.run_id}: {self.executions} executions — "
+            f"{counts.get('completed', 0)} completed, {counts.get('candidate_failure', 0)} candidate failures, "
+            f"{counts.get('infrastructure_failure', 0)} infrastructure failures, {counts.get('skipped', 0)} skipped"
+            + (f" ({codes})" if codes else "")
+            + f"; spent {spent} of ${self.cost_ceiling_usd:.2f}"
+            + (" (stopped at the ceiling)" if self.stopped_at_ceiling else "")
+        )
+
+
+def summarize(run: Run) -> RunSummary:
+    """Counts per classification and failure code for ``run`` (two queries)."""
+    executions = run.executions.aggregate(total=Count("id"))["total"]
+    by_classification = dict(
+        run.executions.exclude(classification="").values_list("classification").annotate(n=Count("id")).values_list("classification", "n")
+    )
+    by_code = dict(
+        run.executions.exclude(failure_code="").values_list("failure_code").annotate(n=Count("id")).values_list("failure_code", "n")
+    )
+    return RunSummary(
+        run_id=run.pk,
+        executions=executions,
+        by_classification=by_classification,
+        by_failure_code=by_code,
+        spent_usd=run.spent_usd,
+        cost_ceiling_usd=run.cost_ceiling_usd,
+        has_unpriced=run.has_unpriced,
+        stopped_at_ceiling=run.stopped_at_ceiling,
+    )
+
+
+def create_run(
+    *, schedule: Schedule, cost_ceiling_usd: Decimal, selection: Selection = Selection(), trigger: str = Trigger.MANUAL
+) -> tuple[Run, bool]:
+    """A run over ``schedule`` (or its selection) with one pending execution per entry.
+
+    Returns ``(run, created)``. A nightly run is unique per schedule: a second nightly delivery
+    returns the existing run with ``created=False``. Raises ``ScheduleError`` for a bad selection.
+    """
+    entries = list(schedule.entries.order_by("position"))
+    document = schedule.to_document(entries)
+    if not selection.is_empty:
+        document = select_schedule(
+            document, candidate_ids=selection.candidate_ids, case_ids=selection.case_ids, limit=selection.limit
+        )
+    selected = {entry["executionId"] for entry in document["entries"]}
+    if trigger == Trigger.NIGHTLY:
+        existing = Run.objects.filter(schedule=schedule, trigger=Trigger.NIGHTLY).first()
+        if existing is not None:
+            return existing, False
+    try:
+        with transaction.atomic():
+            run = Run(
+                schedule=schedule,
+                trigger=trigger,
+                selection=selection.to_document(),
+                cost_ceiling_usd=cost_ceiling_usd,
+            )
+            run.full_clean()
+            run.save()
+            Execution.objects.bulk_create(
+                Execution(
+                    run=run,
+                    entry=entry,
+                    position=position,
+                    execution_id=entry.execution_id,
+                    case_key=entry.case_key,
+                    candidate_key=entry.candidate_key,
+                    slot_key=entry.slot_key,
+                    repetition=entry.repetition,
+                )
+                for position, entry in enumerate(e for e in entries if e.execution_id in selected)
+            )
+    except IntegrityError:
+        existing = Run.objects.filter(schedule=schedule, trigger=Trigger.NIGHTLY).first()
+        if existing is None:
+            raise
+        return existing, False
+    return run, True
+
+
+def claim_run(run: Run) -> bool:
+    """Move a pending run to running; True only for the one caller whose update changed the row."""
+    changed = Run.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
+        status=RunStatus.RUNNING, started_at=timezone.now()
+    )
+    if changed:
+        run.refresh_from_db(fields=["status", "started_at"])
+    return changed == 1
+
+
+def execute_run(run: Run, *, environ: Mapping[str, str], progress: ProgressCallback | None = None) -> RunSummary:
+    """Execute every pending execution of ``run`` in order, then mark it finished.
+
+    ``environ`` is where required variables are looked up (the process environment in
+    production); only the candidate's own variables are passed to its executor. A run another
+    worker already claimed is left alone and its current summary returned (a second delivery
+    does nothing and spends nothing).
+    """
+    if not claim_run(run):
+        return summarize(run)
+    cases = {case.key: case.to_document() for case in WorkflowCase.objects.all()}
+    candidates = {candidate["id"]: candidate for candidate in run.schedule.candidates}
+    executions = list(run.executions.select_related("entry").order_by("position"))
+    total = len(executions)
+    try:
+        for done, execution in enumerate(executions, start=1):
+            if _claim_execution(execution):
+                _execute_one(run, execution, cases=cases, candidates=candidates, environ=environ)
+            if progress is not None:
+                progress(done, total, execution)
+    except BaseException as exc:  # KeyboardInterrupt, worker timeout: leave an honest record
+        Run.objects.filter(pk=run.pk).update(
+            status=RunStatus.FAILED, finished_at=timezone.now(), error=redact(f"{type(exc).__name__}: {exc}")
+        )
+        raise
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.FINISHED, finished_at=timezone.now())
+    run.refresh_from_db()
+    return summarize(run)
+
+
+def _claim_execution(execution: Execution) -> bool:
+    changed = Execution.objects.filter(pk=execution.pk, status=ExecutionStatus.PENDING).update(
+        status=ExecutionStatus.RUNNING, started_at=timezone.now()
+    )
+    return changed == 1
+
+
+def _secret_values(candidate: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
+    names = candidate.get("qualification", {}).get("requiredEnvironment", [])
+    return [environ[name] for name in names if environ.get(name)]
+
+
+def _execute_one(
+    run: Run,
+    execution: Execution,
+    *,
+    cases: Mapping[str, dict[str, Any]],
+    candidates: Mapping[str, dict[str, Any]],
+    environ: Mapping[str, str],
+) -> None:
+    candidate = execution.entry.candidate or candidates.get(execution.candidate_key, {})
+    case = cases.get(execution.case_key) or {"id": execution.case_key, "assertions": {}}
+    started = time.monotonic()
+    names = list(candidate.get("qualification", {}).get("requiredEnvironment", []))
+    missing = [name for name in names if not environ.get(name)]
+    if missing:
+        observation = unavailable_observation(
+            case=case,
+            candidate=candidate,
+            classification="skipped",
+            code="qualification_environment_missing",
+            category="qualification",
+            retryable=False,
+            message=missing_environment_message(missing),
+        )
+        _record(execution, observation, cost=Decimal(0), cost_known=True, started=started)
+        return
+    run.refresh_from_db(fields=["spent_usd", "cost_ceiling_usd"])
+    if run.spent_usd >= run.cost_ceiling_usd:
+        observation = unavailable_observation(
+            case=case,
+            candidate=candidate,
+            classification="skipped",
+            code="campaign_cost_ceiling_reached",
+            category="orchestration",
+            retryable=False,
+            message=f"campaign cost ceiling reached: spent ${run.spent_usd:.2f} of ${run.cost_ceiling_usd:.2f}",
+        )
+        Run.objects.filter(pk=run.pk).update(stopped_at_ceiling=True)
+        _record(execution, observation, cost=Decimal(0), cost_known=True, started=started)
+        return
+    secrets = _secret_values(candidate, environ)
+    request_environment = {name: environ[name] for name in names}
+    entry_document = execution.entry.to_document()
+    attempt_cost = Decimal(0)
+    for number in (1, 2):
+        attempt_started = timezone.now()
+        attempt_clock = time.monotonic()
+        request = ExecutionRequest(
+            run_id=run.pk, entry=entry_document, candidate=candidate, case=case, environment=request_environment, attempt=number
+        )
+        try:
+            executor = executor_for(candidate.get("adapter", ""))
+            observation = executor.execute(request)
+        except InfrastructureError as error:
+            cost = _finite_cost(error.cost_usd)
+            attempt_cost += cost or Decimal(0)
+            message = redact(error.message, extra_values=secrets)
+            _attempt(execution, number, AttemptOutcome.INFRASTRUCTURE_ERROR, attempt_started, attempt_clock,
+                     code=error.code, retryable=error.retryable, message=message, cost=cost)
+            if error.retryable and number == 1:
+                continue
+            observation = unavailable_observation(
+                case=case, candidate=candidate, classification="infrastructure_failure",
+                code=error.code, category="provider", retryable=error.retryable, message=message,
+            )
+            _record(execution, observation, cost=attempt_cost, cost_known=True, started=started)
+            return
+        except Exception as exc:  # one broken entry must not lose the night
+            message = redact(f"the executor crashed: {type(exc).__name__}: {exc}", extra_values=secrets)
+            logger.warning("execution %s: %s", execution.execution_id, message)
+            _attempt(execution, number, AttemptOutcome.CRASH, attempt_started, attempt_clock,
+                     code="executor_crashed", retryable=False, message=message, cost=None)
+            observation = unavailable_observation(
+                case=case, candidate=candidate, classification="infrastructure_failure",
+                code="executor_crashed", category="orchestration", retryable=False, message=message,
+            )
+            _record(execution, observation, cost=attempt_cost, cost_known=True, started=started)
+            return
+        problems = observation_problems(observation)
+        if problems:
+            message = redact("the executor returned an invalid observation: " + "; ".join(problems), extra_values=secrets)
+            _attempt(execution, number, AttemptOutcome.CRASH, attempt_started, attempt_clock,
+                     code="invalid_observation", retryable=False, message=message, cost=None)
+            observation = unavailable_observation(
+                case=case, candidate=candidate, classification="infrastructure_failure",
+                code="invalid_observation", category="orchestration", retryable=False, message=message,
+            )
+            _record(execution, observation, cost=attempt_cost, cost_known=True, started=started)
+            return
+        observation = redact_data(observation, extra_values=secrets)
+        cost = _finite_cost(observation.get("metrics", {}).get("costUsd"))
+        _attempt(execution, number, AttemptOutcome.OBSERVATION, attempt_started, attempt_clock,
+                 code="", retryable=None, message="", cost=cost)
+        if cost is None:
+            # Unknown price: reserve the candidate's whole cost budget rather than count $0 (B5).
+            reserve = _finite_cost(candidate.get("budget", {}).get("maxCostUsd")) or Decimal(0)
+            _record(execution, observation, cost=attempt_cost + reserve, cost_known=False, started=started)
+        else:
+            _record(execution, observation, cost=attempt_cost + cost, cost_known=True, started=started)
+        return
+
+
+def _finite_cost(value: Any) -> Decimal | None:
+    """A non-negative finite USD amount as Decimal, or None when unknown, NaN, infinite or negative."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    try:
+        amount = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+    if not amount.is_finite() or amount < 0:
+        return None
+    return amount
+
+
+def _attempt(execution, number, outcome, started_at, clock, *, code, retryable, message, cost) -> None:
+    Attempt.objects.create(
+        execution=execution,
+        number=number,
+        outcome=outcome,
+        error_code=code,
+        retryable=retryable,
+        message=message,
+        cost_usd=cost,
+        duration_ms=int((time.monotonic() - clock) * 1000),
+        started_at=started_at,
+        finished_at=timezone.now(),
+    )
+
+
+def _record(execution: Execution, observation: dict[str, Any], *, cost: Decimal, cost_known: bool, started: float) -> None:
+    """Store the observation and add its cost to the run's spend, in one transaction."""
+    failure = observation.get("failure") or {}
+    with transaction.atomic():
+        Execution.objects.filter(pk=execution.pk).update(
+            status=ExecutionStatus.FINISHED,
+            classification=observation["classification"],
+            failure_code=str(failure.get("code", ""))[:100],
+            failure_category=str(failure.get("category", ""))[:32],
+            failure_retryable=failure.get("retryable") if isinstance(failure.get("retryable"), bool) else None,
+            failure_message=redact(str(failure.get("message", ""))),
+            observation=observation,
+            cost_usd=cost,
+            cost_known=cost_known,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            finished_at=timezone.now(),
+        )
+        updates: dict[str, Any] = {"spent_usd": F("spent_usd") + cost}
+        if not cost_known:
+            updates["has_unpriced"] = True
+        Run.objects.filter(pk=execution.run_id).update(**updates)
+
+
+@dataclass
+class NightlyOutcome:
+    """What one nightly delivery did: the schedule, the run, and whether this call created them."""
+
+    schedule: Schedule
+    schedule_created: bool
+    run: Run | None
+    run_created: bool
+    summary: RunSummary | None
+
+
+def start_nightly(
+    *,
+    seed: str,
+    cost_ceiling_usd: Decimal,
+    now: Any,
+    environ: Mapping[str, str],
+    execute: bool,
+    rotation_day: Any = None,
+    generated_at: str | None = None,
+    selection: Selection = Selection(),
+    progress: ProgressCallback | None = None,
+) -> NightlyOutcome:
+    """Build tonight's schedule (coverage first), save it, and with ``execute`` run it.
+
+    The whole schedule is always built, coverage-checked and saved; ``selection`` narrows only
+    the run. Without a selection the run is the night's one ``nightly`` run: a second delivery
+    returns it untouched (nothing executed, nothing spent). A selection makes a ``manual`` run.
+    Raises ``CoverageError`` (naming the failed invariants) or ``ScheduleError`` for bad input.
+    """
+    schedule, schedule_created = schedule_for_night(seed=seed, now=now, rotation_day=rotation_day, generated_at=generated_at)
+    if not execute:
+        if not selection.is_empty:
+            select_schedule(
+                schedule.to_document(), candidate_ids=selection.candidate_ids, case_ids=selection.case_ids, limit=selection.limit
+            )
+        return NightlyOutcome(schedule, schedule_created, None, False, None)
+    trigger = Trigger.NIGHTLY if selection.is_empty else Trigger.MANUAL
+    run, run_created = create_run(schedule=schedule, cost_ceiling_usd=cost_ceiling_usd, selection=selection, trigger=trigger)
+    if not run_created:
+        return NightlyOutcome(schedule, schedule_created, run, False, summarize(run))
+    summary = execute_run(run, environ=environ, progress=progress)
+    return NightlyOutcome(schedule, schedule_created, run, True, summary)

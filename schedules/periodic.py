@@ -1,0 +1,62 @@
+"""The one place periodic jobs are declared (STYLE.md §9): ``update_or_create`` by name."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django_q.models import Schedule as QSchedule
+
+from evalhub.conf import evalhub_setting
+
+NIGHTLY_TASK_NAME = "evalhub-nightly"
+NIGHTLY_TASK_FUNC = "schedules.tasks.run_nightly"
+
+
+def parse_nightly_time(value: str) -> dt.time:
+    """``"HH:MM"`` (UTC) as a time; ValueError saying what to fix otherwise."""
+    try:
+        hours, minutes = str(value).strip().split(":")
+        if len(hours) != 2 or len(minutes) != 2:
+            raise ValueError
+        return dt.time(int(hours), int(minutes), tzinfo=dt.UTC)
+    except ValueError:
+        raise ValueError(f"EVALHUB_NIGHTLY_TIME_UTC must be a UTC time of day as HH:MM such as 04:00, not {value!r}") from None
+
+
+def next_occurrence(at: dt.time, *, now: dt.datetime) -> dt.datetime:
+    """The first instant at or after ``now`` whose UTC wall time is ``at`` (UTC has no DST)."""
+    now_utc = now.astimezone(dt.UTC)
+    candidate = dt.datetime.combine(now_utc.date(), at)
+    return candidate if candidate >= now_utc else candidate + dt.timedelta(days=1)
+
+
+def declare_periodic_tasks(*, now: dt.datetime) -> list[QSchedule]:
+    """Create or update the nightly django-q2 schedule; returns the declared rows.
+
+    The task runs daily at ``EVALHUB_NIGHTLY_TIME_UTC``; the nightly itself is idempotent per
+    night, so a late, repeated or caught-up delivery spends nothing. ``next_run`` is only moved
+    when the configured time changed, so re-running this command never skips or repeats a night.
+    """
+    at = parse_nightly_time(evalhub_setting("NIGHTLY_TIME_UTC"))
+    task, created = QSchedule.objects.get_or_create(
+        name=NIGHTLY_TASK_NAME,
+        defaults={
+            "func": NIGHTLY_TASK_FUNC,
+            "schedule_type": QSchedule.DAILY,
+            "repeats": -1,
+            "next_run": next_occurrence(at, now=now),
+        },
+    )
+    if not created:
+        changed = []
+        current = task.next_run.astimezone(dt.UTC) if task.next_run else None
+        if current is None or (current.hour, current.minute) != (at.hour, at.minute):
+            task.next_run = next_occurrence(at, now=now)
+            changed.append("next_run")
+        for attribute, value in (("func", NIGHTLY_TASK_FUNC), ("schedule_type", QSchedule.DAILY), ("repeats", -1)):
+            if getattr(task, attribute) != value:
+                setattr(task, attribute, value)
+                changed.append(attribute)
+        if changed:
+            task.save(update_fields=changed)
+    return [task]

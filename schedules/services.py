@@ -1,0 +1,236 @@
+"""Schedule services: load the catalog, call the pure core, save.
+
+The arithmetic lives in ``schedules.building`` and ``schedules.coverage``; this module only
+reads rows, passes plain documents to those functions and stores what they return.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from candidates.services import REORDER_OFFSET
+from candidates.services import catalog_slots
+from schedules.building import (
+    ScheduleError,
+    build_schedule,
+    parse_timestamp,
+    rotation_day as rotation_day_of,
+    select_schedule,
+    validate_rotation_day,
+)
+from schedules.coverage import coverage_matrix, failed_invariants, schedule_coverage
+from schedules.models import ChaosScenario, Schedule, ScheduleEntry, WorkflowCase
+
+
+class CoverageError(ScheduleError):
+    """The week's schedules do not meet the coverage invariants; ``failed`` names them."""
+
+    def __init__(self, failed: list[str], coverage: Mapping[str, bool]) -> None:
+        super().__init__(f"live schedule coverage failed: {', '.join(failed)} is false")
+        self.failed = failed
+        self.coverage = dict(coverage)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A paid subset of a schedule: candidate ids, case ids and a limit (all optional)."""
+
+    candidate_ids: tuple[str, ...] = ()
+    case_ids: tuple[str, ...] = ()
+    limit: int | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.candidate_ids and not self.case_ids and self.limit is None
+
+    def to_document(self) -> dict[str, Any] | None:
+        """``{"candidateIds", "caseIds", "limit"}`` or ``None`` for the whole schedule."""
+        if self.is_empty:
+            return None
+        return {"candidateIds": list(self.candidate_ids), "caseIds": list(self.case_ids), "limit": self.limit}
+
+
+def iso_timestamp(moment: dt.datetime) -> str:
+    """An aware datetime as JavaScript's ``toISOString()`` prints it: ``2026-11-30T04:00:00.000Z``."""
+    utc = moment.astimezone(dt.UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def catalog_cases() -> list[dict[str, Any]]:
+    """The workflow cases in catalog order, as documents."""
+    return [case.to_document() for case in WorkflowCase.objects.order_by("position", "id")]
+
+
+def chaos_scenarios() -> list[dict[str, str]]:
+    return [scenario.to_document() for scenario in ChaosScenario.objects.order_by("position", "id")]
+
+
+def resolve_timing(*, rotation_day: Any = None, generated_at: str | None = None, now: dt.datetime) -> tuple[int, str]:
+    """The (rotation day, generatedAt) pair a schedule is built with.
+
+    Both given: both used as given (as the reference does). Only a timestamp: the day is derived
+    from it. Neither: ``now`` as the timestamp. Only a day: ``now`` as the timestamp with that day.
+    Raises :class:`ScheduleError` for a bad day or timestamp.
+    """
+    if generated_at is not None:
+        parse_timestamp(generated_at)
+    else:
+        generated_at = iso_timestamp(now)
+    if rotation_day is None:
+        return rotation_day_of(generated_at), generated_at
+    return validate_rotation_day(rotation_day), generated_at
+
+
+def preview_schedule(
+    *,
+    seed: str,
+    now: dt.datetime,
+    rotation_day: Any = None,
+    generated_at: str | None = None,
+    selection: Selection = Selection(),
+) -> dict[str, Any]:
+    """The reference schedule document (selected when a selection is given), built, not saved.
+
+    Raises :class:`ScheduleError` for bad timing, an empty catalog or a bad selection.
+    """
+    day, timestamp = resolve_timing(rotation_day=rotation_day, generated_at=generated_at, now=now)
+    document = build_schedule(seed=seed, rotation_day=day, generated_at=timestamp, slots=catalog_slots(), cases=catalog_cases())
+    if selection.is_empty:
+        return document
+    return select_schedule(
+        document, candidate_ids=selection.candidate_ids, case_ids=selection.case_ids, limit=selection.limit
+    )
+
+
+def catalog_coverage(*, seed: str) -> dict[str, bool]:
+    """The four coverage invariants of the current catalog for ``seed``."""
+    return schedule_coverage(seed=seed, slots=catalog_slots(), cases=catalog_cases())
+
+
+def catalog_coverage_matrix(*, seed: str) -> dict[str, list[list[str]]]:
+    """For each case id, the slot ids it meets on each rotation day 0..6."""
+    return coverage_matrix(seed=seed, slots=catalog_slots(), cases=catalog_cases())
+
+
+def require_coverage(*, seed: str) -> dict[str, bool]:
+    """The coverage, or :class:`CoverageError` naming each failed invariant."""
+    coverage = catalog_coverage(seed=seed)
+    failed = failed_invariants(coverage)
+    if failed:
+        raise CoverageError(failed, coverage)
+    return coverage
+
+
+def save_schedule(document: Mapping[str, Any], *, night: dt.date) -> tuple[Schedule, bool]:
+    """Store a full schedule document for ``night``; one per (seed, rotation day, night).
+
+    Returns ``(schedule, created)``. When that night's schedule already exists it is returned
+    unchanged (building tonight twice gives back the same schedule), even when two processes
+    race: the unique constraint decides and the loser reads the winner's row.
+    """
+    key = {"seed": document["seed"], "rotation_day": document["rotationDay"], "night": night}
+    existing = Schedule.objects.filter(**key).first()
+    if existing is not None:
+        return existing, False
+    candidates = {candidate["id"]: candidate for candidate in document["candidates"]}
+    versions = dict(WorkflowCase.objects.values_list("key", "version"))
+    try:
+        with transaction.atomic():
+            schedule = Schedule.objects.create(
+                **key,
+                generated_at=document["generatedAt"],
+                candidates=document["candidates"],
+                expected_executions=document["expectedExecutions"],
+            )
+            ScheduleEntry.objects.bulk_create(
+                ScheduleEntry(
+                    schedule=schedule,
+                    position=position,
+                    execution_id=entry["executionId"],
+                    case_key=entry["caseId"],
+                    case_version=versions.get(entry["caseId"], 1),
+                    candidate_key=entry["candidateId"],
+                    slot_key=entry["slotId"],
+                    repetition=entry["repetition"],
+                    candidate=candidates[entry["candidateId"]],
+                    budget=entry["budget"],
+                )
+                for position, entry in enumerate(document["entries"])
+            )
+    except IntegrityError:
+        return Schedule.objects.get(**key), False
+    return schedule, True
+
+
+def schedule_for_night(*, seed: str, now: dt.datetime, rotation_day: Any = None, generated_at: str | None = None) -> tuple[Schedule, bool]:
+    """Build (after the coverage check) and save the schedule for ``now``'s UTC night.
+
+    Raises :class:`CoverageError` when coverage fails and :class:`ScheduleError` for bad input.
+    """
+    require_coverage(seed=seed)
+    document = preview_schedule(seed=seed, now=now, rotation_day=rotation_day, generated_at=generated_at)
+    night = parse_timestamp(document["generatedAt"]).date() if generated_at else now.astimezone(dt.UTC).date()
+    return save_schedule(document, night=night)
+
+
+def load_cases(documents: Sequence[Mapping[str, Any]]) -> int:
+    """Create or update workflow cases by id, in the given catalog order; returns how many were created.
+
+    A case whose steps or assertions change gets its ``version`` bumped (schedule entries keep the
+    version they were built with). Cases not in ``documents`` are left alone. Every row goes through
+    ``full_clean()``; a ``ValidationError`` rolls the whole load back.
+    """
+    created = 0
+    with transaction.atomic():
+        existing = {case.key: case for case in WorkflowCase.objects.all()}
+        WorkflowCase.objects.update(position=F("position") + REORDER_OFFSET)
+        for position, document in enumerate(documents):
+            case = existing.get(document["id"]) or WorkflowCase(key=document["id"])
+            if case.pk is not None and (case.steps != document["steps"] or case.assertions != document["assertions"]):
+                case.version += 1
+            created += case.pk is None
+            case.title = document["title"]
+            case.tags = list(document.get("tags", []))
+            case.providers = list(document["providers"])
+            case.steps = document["steps"]
+            case.assertions = document.get("assertions", {})
+            case.repetitions = document.get("repetitions", 1)
+            case.position = position
+            case.full_clean(validate_constraints=False)
+            case.save()
+        _compact_positions(WorkflowCase)
+    return created
+
+
+def load_chaos_scenarios(documents: Sequence[Mapping[str, Any]]) -> int:
+    """Create or update chaos scenarios by id; returns how many were created."""
+    created = 0
+    with transaction.atomic():
+        existing = {scenario.key: scenario for scenario in ChaosScenario.objects.all()}
+        for position, document in enumerate(documents):
+            scenario = existing.get(document["id"]) or ChaosScenario(key=document["id"])
+            created += scenario.pk is None
+            scenario.lane = document.get("lane", "chaos")
+            scenario.fault = document["fault"]
+            scenario.expected_invariant = document["expectedInvariant"]
+            scenario.position = position
+            scenario.full_clean()
+            scenario.save()
+    return created
+
+
+def _compact_positions(model) -> None:
+    """Renumber rows left above the reorder offset (cases not in the loaded list) after the loaded ones."""
+    rows = list(model.objects.filter(position__gte=REORDER_OFFSET).order_by("position"))
+    if not rows:
+        return
+    start = (model.objects.filter(position__lt=REORDER_OFFSET).order_by("-position").values_list("position", flat=True).first() or 0) + 1
+    for offset, row in enumerate(rows):
+        row.position = start + offset
+        row.save(update_fields=["position"])

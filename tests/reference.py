@@ -1,0 +1,50 @@
+"""Access to the reference material the tests compare evalhub against.
+
+Inputs (the candidate manifest and the workflow-case catalog) come from the project's own copies
+in ``evalhub/reference_data/``, because that is the product data. Expected outputs (the golden
+vectors) come from the shared reference directory: ``$EVALHUB_SHARED_REFERENCE`` when set, else
+``<repo root>/../shared/reference``. Files are read once; every call returns a fresh deep copy,
+so a test may change what it gets without affecting the others.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REFERENCE_DATA_DIR = REPO_ROOT / "evalhub" / "reference_data"
+
+
+def reference_dir() -> Path:
+    """The shared reference directory holding ``golden-vectors.json`` and friends."""
+    configured = os.environ.get("EVALHUB_SHARED_REFERENCE", "").strip()
+    if configured:
+        return Path(configured)
+    return REPO_ROOT.parent / "shared" / "reference"
+
+
+@cache
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def golden_vectors() -> dict[str, Any]:
+    """The reference implementation's recorded outputs (``golden-vectors.json``)."""
+    return copy.deepcopy(_read_json(reference_dir() / "golden-vectors.json"))
+
+
+def reference_manifest_slots() -> list[dict[str, Any]]:
+    """The project's candidate slots, in order: ``[{"id", "candidates": [...]}, ...]``."""
+    manifest = _read_json(REFERENCE_DATA_DIR / "candidate-manifest.json")
+    return copy.deepcopy(manifest["slots"])
+
+
+def reference_cases() -> list[dict[str, Any]]:
+    """The project's twelve workflow cases, in catalog order."""
+    catalog = _read_json(REFERENCE_DATA_DIR / "workflow-cases.json")
+    return copy.deepcopy(catalog["cases"])
