@@ -1,0 +1,53 @@
+"""Benchmarks (pytest-benchmark). Disabled in the normal suite (``--benchmark-disable`` runs each
+body once, as a smoke test); ``make bench`` enables them and the results go to docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from schedules.building import build_schedule, select_schedule
+from schedules.coverage import schedule_coverage
+from tests.reference import reference_cases, reference_manifest_slots
+
+SEED = "runner-live-seven-week-v1"
+
+
+def test_benchmark_build_one_night(benchmark) -> None:
+    slots, cases = reference_manifest_slots(), reference_cases()
+    schedule = benchmark(
+        build_schedule, seed=SEED, rotation_day=3, generated_at="2026-09-06T06:17:00.000Z", slots=slots, cases=cases
+    )
+    assert schedule["expectedExecutions"] == 40
+
+
+def test_benchmark_week_coverage(benchmark) -> None:
+    slots, cases = reference_manifest_slots(), reference_cases()
+    coverage = benchmark(schedule_coverage, seed=SEED, slots=slots, cases=cases)
+    assert all(coverage.values())
+
+
+def test_benchmark_select_from_night(benchmark) -> None:
+    schedule = build_schedule(
+        seed=SEED, rotation_day=0, generated_at="2026-08-24T00:00:00.000Z",
+        slots=reference_manifest_slots(), cases=reference_cases(),
+    )
+    selected = benchmark(select_schedule, schedule, candidate_ids=["codex-luna"], limit=5)
+    assert selected["expectedExecutions"] == 5
+
+
+@pytest.mark.django_db
+def test_benchmark_nightly_forty_skipped_executions(benchmark, reference_catalog) -> None:
+    """Build, coverage-check, save and execute tonight's 40 entries (all skipped: no credentials)."""
+    from runs.services import start_nightly
+
+    nights = iter(range(10_000))
+
+    def nightly() -> int:
+        now = dt.datetime(2026, 1, 1, 4, tzinfo=dt.UTC) + dt.timedelta(days=next(nights))
+        outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal(12), now=now, environ={}, execute=True)
+        return outcome.summary.executions
+
+    assert benchmark.pedantic(nightly, rounds=5, iterations=1) == 40
