@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ADDR ?= 127.0.0.1:8000
 
-.PHONY: install demo test serve worker clean
+.PHONY: install demo test bench serve worker clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ serve: install
 
 worker: install
 	$(PY) manage.py qcluster
+
+bench: install
+	$(PY) -m pytest -p no:xdist --benchmark-enable --benchmark-columns=min,median,max,rounds -k benchmark tests/test_benchmarks.py tests/test_secrets.py
 
 test: install
 	$(PY) -m pytest -n auto

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import CheckConstraint, F, Prefetch
 
 from candidates.models import CANDIDATE_SCHEMA, Budget, Candidate, Slot
-from candidates.secrets import secret_kinds
+from candidates.secrets import redact, secret_kinds
 
 MANIFEST_SCHEMA = "paperclip.runner.live-eval-candidate-slots.v1"
 MANIFEST_NOTE = (
@@ -30,6 +30,10 @@ QUALIFICATION_KEYS = {"requiredEnvironment", "profile"}
 BUDGET_KEYS = ("maxLatencyMs", "maxAttempts", "maxCostUsd", "maxTotalTokens")
 #: Reorders use positions above this offset for a moment, so unique (slot, position) never clashes.
 REORDER_OFFSET = 1_000_000
+#: The largest whole-number budget limit every supported database stores (a 32-bit signed integer).
+MAX_BUDGET_INTEGER = 2_147_483_647
+#: Check constraints a manifest reader fixes in one field: constraint name → field.
+CONSTRAINT_FIELDS = {"candidate_adapter_matches_provider": "provider", "candidate_model_not_blank": "model"}
 
 FIELD_NAMES = {
     "key": "id",
@@ -50,9 +54,14 @@ FIELD_NAMES = {
 
 
 class ManifestError(ValueError):
-    """An import that failed validation; ``problems`` lists every problem, one sentence each."""
+    """An import that failed validation; ``problems`` lists every problem, one sentence each.
+
+    Problems quote ids and unknown keys from the document, so each one is redacted: a secret
+    pasted as a slot id or as a key is named as a secret, never echoed (known-failure-modes B12).
+    """
 
     def __init__(self, problems: list[str]) -> None:
+        problems = [redact(problem) for problem in problems]
         super().__init__("; ".join(problems))
         self.problems = problems
 
@@ -87,6 +96,12 @@ def export_manifest() -> dict[str, Any]:
 
 
 def _budget_values(document: Any, where: str, problems: list[str]) -> tuple[int, int, Decimal, int] | None:
+    """The four budget limits of a candidate document, or ``None`` after adding the problems found.
+
+    Limits must be positive whole numbers up to ``MAX_BUDGET_INTEGER`` (maxCostUsd: a positive
+    finite number) and fit the budget columns, so a bad budget is reported here rather than failing
+    half-way through the import's transaction.
+    """
     if not isinstance(document, dict):
         problems.append(f"{where}, field budget: must be an object with {', '.join(BUDGET_KEYS)}")
         return None
@@ -107,11 +122,18 @@ def _budget_values(document: Any, where: str, problems: list[str]) -> tuple[int,
                 return None
             values.append(number)
         else:
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                problems.append(f"{where}, field budget.{name}: must be a positive whole number")
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_BUDGET_INTEGER:
+                problems.append(f"{where}, field budget.{name}: must be a whole number from 1 to {MAX_BUDGET_INTEGER}")
                 return None
             values.append(value)
-    return values[0], values[1], values[2], values[3]
+    latency, attempts, cost, tokens = values
+    probe = Budget(name="probe", max_latency_ms=latency, max_attempts=attempts, max_cost_usd=cost, max_total_tokens=tokens)
+    try:
+        probe.full_clean(exclude=["name"], validate_unique=False)
+    except ValidationError as exc:
+        problems.extend(_validation_messages(exc, where))
+        return None
+    return latency, attempts, cost, tokens
 
 
 def _budget_for(values: tuple[int, int, Decimal, int], created: dict[tuple, Budget]) -> Budget:
@@ -123,8 +145,15 @@ def _budget_for(values: tuple[int, int, Decimal, int], created: dict[tuple, Budg
         budget = created[values]
     if budget is None:
         cost_text = format(cost.normalize(), "f")
+        name = f"budget-{latency}ms-{attempts}x-{cost_text}usd-{tokens}tok"
+        # A budget renamed or edited in the admin may already hold the generated name.
+        taken = set(Budget.objects.filter(name__startswith=name).values_list("name", flat=True))
+        suffix = 2
+        unique_name = name
+        while unique_name in taken:
+            unique_name, suffix = f"{name}-{suffix}", suffix + 1
         budget = Budget(
-            name=f"budget-{latency}ms-{attempts}x-{cost_text}usd-{tokens}tok",
+            name=unique_name,
             max_latency_ms=latency,
             max_attempts=attempts,
             max_cost_usd=cost,
@@ -146,15 +175,15 @@ def _validation_messages(error: ValidationError, where: str) -> list[str]:
 def _clean_candidate(candidate: Candidate) -> None:
     """Field and model validation plus the check constraints; uniqueness is checked across the file."""
     candidate.full_clean(exclude=["slot", "budget"], validate_unique=False, validate_constraints=False)
-    errors: list[ValidationError] = []
+    errors: dict[str, list[str]] = {}
     for constraint in Candidate._meta.constraints:
         if isinstance(constraint, CheckConstraint):
             try:
                 constraint.validate(Candidate, candidate)
             except ValidationError as exc:
-                errors.append(exc)
+                errors.setdefault(CONSTRAINT_FIELDS.get(constraint.name, "__all__"), []).extend(exc.messages)
     if errors:
-        raise ValidationError({"__all__": [e.message for e in errors]})
+        raise ValidationError(errors)
 
 
 def import_manifest(document: Mapping[str, Any]) -> ImportSummary:

@@ -1,24 +1,23 @@
 """System checks (``manage.py check``), registered from ``EvalhubConfig.ready``.
 
 Stable ids: evalhub.E001 cost ceiling, evalhub.E002 django-q2 retry/timeout, evalhub.E003 nightly
-time, evalhub.E004 schedule seed.
+time, evalhub.E004 schedule seed, evalhub.E005 django-q2 time zone.
 """
 
 from __future__ import annotations
-
-import re
 
 from django.conf import settings
 from django.core.checks import Error, register
 
 from evalhub.conf import evalhub_setting
 
-NIGHTLY_TIME = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+UTC_NAMES = {"UTC", "Etc/UTC", "Etc/Universal", "Universal", "Zulu", "Etc/Zulu", "GMT", "Etc/GMT"}
 
 
 @register()
 def check_evalhub_settings(app_configs=None, **kwargs) -> list[Error]:
     from schedules.building import ScheduleError, parse_campaign_cost_limit
+    from schedules.periodic import parse_nightly_time
 
     errors: list[Error] = []
     try:
@@ -36,11 +35,25 @@ def check_evalhub_settings(app_configs=None, **kwargs) -> list[Error]:
                 id="evalhub.E002",
             )
         )
-    if not NIGHTLY_TIME.match(str(evalhub_setting("NIGHTLY_TIME_UTC"))):
+    try:
+        parse_nightly_time(evalhub_setting("NIGHTLY_TIME_UTC"))
+    except ValueError:
         errors.append(
             Error(
                 "EVALHUB_NIGHTLY_TIME_UTC must be a UTC time of day as HH:MM, such as 04:00.",
                 id="evalhub.E003",
+            )
+        )
+    # django-q2 keeps a daily schedule at the same *local* wall time of Q_CLUSTER["time_zone"]
+    # (default TIME_ZONE): anywhere but UTC, the UTC nightly moves by an hour at every DST change.
+    q_time_zone = q_cluster.get("time_zone") or getattr(settings, "TIME_ZONE", None) or "UTC"
+    if q_time_zone not in UTC_NAMES:
+        errors.append(
+            Error(
+                f"django-q2 schedules daily tasks in {q_time_zone}, so the nightly set by "
+                "EVALHUB_NIGHTLY_TIME_UTC would move by an hour at each daylight-saving change.",
+                hint='Set Q_CLUSTER["time_zone"] = "UTC" (TIME_ZONE may stay local for display).',
+                id="evalhub.E005",
             )
         )
     seed = evalhub_setting("SCHEDULE_SEED")

@@ -173,10 +173,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["evalhub.api.permissions.ReadSignedInWriteStaff"],
     "DEFAULT_PAGINATION_CLASS": "evalhub.api.pagination.StablePageNumberPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
-    ],
+    # No client-chosen ordering: every list has a fixed order ending in a unique key (stable pages).
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PARSER_CLASSES": ["evalhub.api.parsers.StrictJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "evalhub.api.exceptions.exception_handler",
     "COERCE_DECIMAL_TO_STRING": False,
@@ -189,6 +188,7 @@ SPECTACULAR_SETTINGS = {
     "coverage, runs and executions of evalhub's recurring live evaluations.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
-from candidates.secrets import secret_error_for
+from candidates.secrets import redact, secret_error_for
 
 KEY_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 ENV_NAME_PATTERN = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -31,7 +31,13 @@ class SecretFreeModel(models.Model):
 
     ``clean_fields()`` scans each ``CharField``/``TextField``/``JSONField`` value (JSON walked
     deeply, keys included) and raises ``ValidationError`` keyed by field, naming the field and the
-    kind of secret it resembles but never echoing the value.
+    kind of secret it resembles but never echoing the value. The secret error is added even when
+    the field has other errors (a secret typed into a choice field is still called a secret).
+
+    ``full_clean()`` then redacts every message it raises: Django's own messages echo values
+    ("Value '…' is not a valid choice.") and so do the case schema's ("unknown field …"), and a
+    validation error must never carry a secret to a page, an API response or a log
+    (known-failure-modes B8 and B12).
     """
 
     class Meta:
@@ -45,15 +51,36 @@ class SecretFreeModel(models.Model):
             errors = exc.update_error_dict(errors)
         exclude = set(exclude or ())
         for field in self._meta.concrete_fields:
-            if field.name in exclude or field.name in errors:
+            if field.name in exclude:
                 continue
             if not isinstance(field, (models.CharField, models.TextField, models.JSONField)):
                 continue
             error = secret_error_for(str(field.verbose_name).capitalize(), getattr(self, field.attname))
             if error is not None:
-                errors.setdefault(field.name, []).append(error)
+                errors[field.name] = [error, *errors.get(field.name, [])]
         if errors:
-            raise ValidationError(errors)
+            raise redacted_error(ValidationError(errors))
+
+    def full_clean(self, exclude: Any = None, validate_unique: bool = True, validate_constraints: bool = True) -> None:
+        try:
+            super().full_clean(exclude=exclude, validate_unique=validate_unique, validate_constraints=validate_constraints)
+        except ValidationError as exc:
+            raise redacted_error(exc) from None
+
+
+def redacted_error(error: ValidationError) -> ValidationError:
+    """``error`` with every message that holds a secret-shaped string redacted (codes kept)."""
+
+    def scrub(item: ValidationError) -> ValidationError:
+        message = str(item.message % item.params) if item.params else str(item.message)
+        clean = redact(message)
+        if clean == message:
+            return item
+        return ValidationError(clean, code=item.code)
+
+    if hasattr(error, "error_dict"):
+        return ValidationError({field: [scrub(item) for item in items] for field, items in error.error_dict.items()})
+    return ValidationError([scrub(item) for item in error.error_list])
 
 
 def env_name_errors(value: Any, *, label: str) -> list[str]:

@@ -7,6 +7,8 @@ skipped (qualification, cost ceiling) and infrastructure failures (upstream-spec
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,6 +91,23 @@ def missing_environment_message(names: list[str]) -> str:
     return f"required qualification environment is missing: {', '.join(names)}"
 
 
+def finite_json(value: Any) -> Any:
+    """A copy of JSON-like ``value`` with every NaN or infinite float replaced by ``None``.
+
+    Executors compute metrics (cost per token with no tokens, a latency that never ended) that
+    come out non-finite; JSON has no such numbers, SQLite's ``JSON_VALID`` and PostgreSQL's
+    ``jsonb`` both refuse them, and the API could not render them (known-failure-modes B9).
+    Tuples become lists; other values are returned unchanged.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(child) for key, child in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(child) for child in value]
+    return value
+
+
 def observation_problems(observation: Any) -> list[str]:
     """Minimal structural checks on an observation an executor returned (empty when usable).
 
@@ -97,6 +116,10 @@ def observation_problems(observation: Any) -> list[str]:
     """
     if not isinstance(observation, dict):
         return ["observation must be a JSON object"]
+    try:
+        json.dumps(observation)
+    except (TypeError, ValueError):  # a set, a datetime, an object, a reference cycle
+        return ["observation must hold only JSON values (objects, lists, text, numbers, true, false, null)"]
     problems = []
     if observation.get("schema") != OBSERVATION_SCHEMA:
         problems.append(f"observation schema must be {OBSERVATION_SCHEMA}")

@@ -7,9 +7,16 @@ The orchestration follows the reference ``executeRunnerLiveSchedule`` and nightl
   ``qualification_environment_missing`` naming the variables (never their values);
 * then the campaign ceiling: spent ≥ ceiling → ``skipped`` / ``campaign_cost_ceiling_reached``;
 * otherwise the adapter's executor runs; a retryable :class:`InfrastructureError` is retried
-  once; a final infrastructure error becomes an ``infrastructure_failure`` observation with a
-  redacted message; any other exception is recorded as an ``executor_crashed`` infrastructure
-  failure and the run goes on (one broken entry must not lose the night);
+  once, after the provider's ``Retry-After`` up to ``MAX_RETRY_AFTER_S`` (asked to wait longer,
+  it is not retried); a final infrastructure error becomes an ``infrastructure_failure``
+  observation with a redacted message; any other exception is recorded as an
+  ``executor_crashed`` infrastructure failure and the run goes on (one broken entry must not
+  lose the night); an observation that is not JSON is an ``invalid_observation`` failure;
+* costs: failed attempts' billed costs count; an unknown cost (absent, NaN, infinite, negative,
+  unbelievable) is counted at the candidate's ``maxCostUsd`` and flags the run ``has_unpriced``;
+  non-finite metrics are stored as ``null`` (B5, B9);
+* every text a run stores or logs is redacted: secret shapes, and the values of every
+  candidate's required variables and every credential-named variable (B12);
 * every execution is claimed with a conditional update before its executor is called and the
   run itself is claimed the same way, so a second delivery does nothing and spends nothing.
 """
@@ -18,29 +25,29 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
-from candidates.secrets import redact, redact_data
+from candidates.secrets import contains_secret, redact, redact_data, secret_kinds
 from runs.executors import ExecutionRequest, InfrastructureError, executor_for
 from runs.models import (
     Attempt,
     AttemptOutcome,
-    Classification,
     Execution,
     ExecutionStatus,
     Run,
     RunStatus,
     Trigger,
 )
-from runs.observations import missing_environment_message, observation_problems, unavailable_observation
+from runs.observations import finite_json, missing_environment_message, observation_problems, unavailable_observation
 from schedules.models import Schedule, WorkflowCase
 from schedules.services import Selection, schedule_for_night, select_schedule
 
@@ -48,6 +55,21 @@ logger = logging.getLogger(__name__)
 
 #: Called after each execution with (done, total, execution).
 ProgressCallback = Callable[[int, int, Execution], None]
+
+#: The longest ``Retry-After`` a worker waits before its one retry; a provider asking for more
+#: (an hour-long rate-limit window) gets no retry at all (known-failure-modes B4).
+MAX_RETRY_AFTER_S = 30.0
+#: One execution costing more than this is a unit mix-up, not a price: it is recorded as unknown.
+MAX_BELIEVABLE_COST_USD = Decimal("1000000")
+MICRO_DOLLAR = Decimal("0.000001")
+#: How the orchestration waits before a retry (tests replace it).
+sleep = time.sleep
+
+#: Environment names whose values are credentials: an ``_``-delimited segment such as API_KEY,
+#: TOKEN or SECRET, as the reference strips them from a provider's environment (upstream-spec §6).
+CREDENTIAL_NAME = re.compile(
+    r"(?:^|_)(?:API_KEY|ACCESS_KEY|AUTH|AUTHORIZATION|COOKIE|SECRET|SESSION|TOKEN|PASSWORD|CREDENTIALS?)(?:_|$)"
+)
 
 
 @dataclass
@@ -126,7 +148,9 @@ def create_run(
                 selection=selection.to_document(),
                 cost_ceiling_usd=cost_ceiling_usd,
             )
-            run.full_clean()
+            # The one-nightly-per-schedule constraint is left to the insert: a check here would
+            # race with a simultaneous delivery, whose IntegrityError is handled below (B1).
+            run.full_clean(exclude=["schedule"])
             run.save()
             Execution.objects.bulk_create(
                 Execution(
@@ -169,19 +193,26 @@ def execute_run(run: Run, *, environ: Mapping[str, str], progress: ProgressCallb
     """
     if not claim_run(run):
         return summarize(run)
+    return _execute_claimed(run, environ=environ, progress=progress)
+
+
+def _execute_claimed(run: Run, *, environ: Mapping[str, str], progress: ProgressCallback | None) -> RunSummary:
     cases = {case.key: case.to_document() for case in WorkflowCase.objects.all()}
     candidates = {candidate["id"]: candidate for candidate in run.schedule.candidates}
     executions = list(run.executions.select_related("entry").order_by("position"))
+    secrets = secret_values(environ, [*candidates.values(), *(execution.entry.candidate for execution in executions)])
     total = len(executions)
     try:
         for done, execution in enumerate(executions, start=1):
             if _claim_execution(execution):
-                _execute_one(run, execution, cases=cases, candidates=candidates, environ=environ)
+                _execute_one(run, execution, cases=cases, candidates=candidates, environ=environ, secrets=secrets)
             if progress is not None:
                 progress(done, total, execution)
     except BaseException as exc:  # KeyboardInterrupt, worker timeout: leave an honest record
         Run.objects.filter(pk=run.pk).update(
-            status=RunStatus.FAILED, finished_at=timezone.now(), error=redact(f"{type(exc).__name__}: {exc}")
+            status=RunStatus.FAILED,
+            finished_at=timezone.now(),
+            error=redact(f"{type(exc).__name__}: {exc}", extra_values=secrets),
         )
         raise
     Run.objects.filter(pk=run.pk).update(status=RunStatus.FINISHED, finished_at=timezone.now())
@@ -196,9 +227,19 @@ def _claim_execution(execution: Execution) -> bool:
     return changed == 1
 
 
-def _secret_values(candidate: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
-    names = candidate.get("qualification", {}).get("requiredEnvironment", [])
-    return [environ[name] for name in names if environ.get(name)]
+def secret_values(environ: Mapping[str, str], candidates: list[Mapping[str, Any]]) -> list[str]:
+    """The values to redact wherever a run writes text: every candidate's required variables and
+    every credential-named variable (``CREDENTIAL_NAME``) present in ``environ``.
+
+    Providers echo keys in error text and an executor may dump its whole environment, so a run
+    redacts the values of all of them, not just the current candidate's (known-failure-modes B12).
+    """
+    names = {name for name in environ if CREDENTIAL_NAME.search(name.upper())}
+    for candidate in candidates:
+        required = (candidate or {}).get("qualification", {}).get("requiredEnvironment", [])
+        if isinstance(required, list):
+            names.update(name for name in required if isinstance(name, str))
+    return [environ[name] for name in sorted(names) if environ.get(name)]
 
 
 def _execute_one(
@@ -208,10 +249,25 @@ def _execute_one(
     cases: Mapping[str, dict[str, Any]],
     candidates: Mapping[str, dict[str, Any]],
     environ: Mapping[str, str],
+    secrets: list[str],
 ) -> None:
     candidate = execution.entry.candidate or candidates.get(execution.candidate_key, {})
     case = cases.get(execution.case_key) or {"id": execution.case_key, "assertions": {}}
     started = time.monotonic()
+    if contains_secret(candidate):
+        # A row written around full_clean() (loaddata, a raw insert): refuse to run it (B8).
+        observation = unavailable_observation(
+            case=case,
+            candidate=candidate,
+            classification="skipped",
+            code="candidate_configuration_invalid",
+            category="qualification",
+            retryable=False,
+            message=f"the candidate's configuration holds secret-shaped data ({', '.join(secret_kinds(candidate))}); "
+            "store environment variable names only, then run it again",
+        )
+        _record(execution, redact_data(observation, extra_values=secrets), cost=Decimal(0), cost_known=True, started=started)
+        return
     names = list(candidate.get("qualification", {}).get("requiredEnvironment", []))
     missing = [name for name in names if not environ.get(name)]
     if missing:
@@ -240,7 +296,6 @@ def _execute_one(
         Run.objects.filter(pk=run.pk).update(stopped_at_ceiling=True)
         _record(execution, observation, cost=Decimal(0), cost_known=True, started=started)
         return
-    secrets = _secret_values(candidate, environ)
     request_environment = {name: environ[name] for name in names}
     entry_document = execution.entry.to_document()
     attempt_cost = Decimal(0)
@@ -256,14 +311,20 @@ def _execute_one(
         except InfrastructureError as error:
             cost = _finite_cost(error.cost_usd)
             attempt_cost += cost or Decimal(0)
-            message = redact(error.message, extra_values=secrets)
+            code = redact(str(error.code), extra_values=secrets)[:100] or "infrastructure_error"
+            message = redact(str(error.message), extra_values=secrets)
+            retryable = error.retryable is True
             _attempt(execution, number, AttemptOutcome.INFRASTRUCTURE_ERROR, attempt_started, attempt_clock,
-                     code=error.code, retryable=error.retryable, message=message, cost=cost)
-            if error.retryable and number == 1:
+                     code=code, retryable=retryable, message=message, cost=cost)
+            wait = _retry_wait(error)
+            if retryable and number == 1 and wait is not None:
+                sleep(wait)
                 continue
+            if retryable and number == 1:
+                message += f" (not retried: the provider asked to wait {error.retry_after_s:g} s, more than {MAX_RETRY_AFTER_S:g} s)"
             observation = unavailable_observation(
                 case=case, candidate=candidate, classification="infrastructure_failure",
-                code=error.code, category="provider", retryable=error.retryable, message=message,
+                code=code, category="provider", retryable=retryable, message=message,
             )
             _record(execution, observation, cost=attempt_cost, cost_known=True, started=started)
             return
@@ -289,8 +350,8 @@ def _execute_one(
             )
             _record(execution, observation, cost=attempt_cost, cost_known=True, started=started)
             return
-        observation = redact_data(observation, extra_values=secrets)
-        cost = _finite_cost(observation.get("metrics", {}).get("costUsd"))
+        observation = finite_json(redact_data(observation, extra_values=secrets))
+        cost = _finite_cost(observation["metrics"].get("costUsd"))
         _attempt(execution, number, AttemptOutcome.OBSERVATION, attempt_started, attempt_clock,
                  code="", retryable=None, message="", cost=cost)
         if cost is None:
@@ -302,9 +363,26 @@ def _execute_one(
         return
 
 
+def _retry_wait(error: InfrastructureError) -> float | None:
+    """Seconds to wait before retrying ``error`` (0 when the provider did not say), or ``None``
+    when it asked for longer than ``MAX_RETRY_AFTER_S``."""
+    asked = _finite_float(error.retry_after_s)
+    if asked is None or asked <= 0:
+        return 0.0
+    return asked if asked <= MAX_RETRY_AFTER_S else None
+
+
+def _finite_float(value: Any) -> float | None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
 def _finite_cost(value: Any) -> Decimal | None:
-    """A non-negative finite USD amount as Decimal, or None when unknown, NaN, infinite or negative."""
-    if value is None or isinstance(value, bool):
+    """A USD amount as Decimal rounded up to the micro-dollar the columns hold, or None when
+    unknown: absent, not a number (text, a boolean), NaN, infinite, negative, or above
+    ``MAX_BELIEVABLE_COST_USD`` (a unit mix-up such as nanodollars reported as dollars)."""
+    if not isinstance(value, (int, float, Decimal)) or isinstance(value, bool):
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -312,9 +390,9 @@ def _finite_cost(value: Any) -> Decimal | None:
         amount = Decimal(str(value))
     except (InvalidOperation, ValueError):
         return None
-    if not amount.is_finite() or amount < 0:
+    if not amount.is_finite() or amount < 0 or amount > MAX_BELIEVABLE_COST_USD:
         return None
-    return amount
+    return amount.quantize(MICRO_DOLLAR, rounding=ROUND_CEILING)
 
 
 def _attempt(execution, number, outcome, started_at, clock, *, code, retryable, message, cost) -> None:
@@ -357,13 +435,15 @@ def _record(execution: Execution, observation: dict[str, Any], *, cost: Decimal,
 
 @dataclass
 class NightlyOutcome:
-    """What one nightly delivery did: the schedule, the run, and whether this call created them."""
+    """What one nightly delivery did: the schedule, the run, whether this call created them, and
+    whether this call executed the run (False for a second delivery, which spends nothing)."""
 
     schedule: Schedule
     schedule_created: bool
     run: Run | None
     run_created: bool
     summary: RunSummary | None
+    executed: bool = False
 
 
 def start_nightly(
@@ -382,7 +462,10 @@ def start_nightly(
 
     The whole schedule is always built, coverage-checked and saved; ``selection`` narrows only
     the run. Without a selection the run is the night's one ``nightly`` run: a second delivery
-    returns it untouched (nothing executed, nothing spent). A selection makes a ``manual`` run.
+    returns it untouched (nothing executed, nothing spent), unless the first delivery died before
+    claiming it, in which case the run is still pending and this delivery claims and executes it.
+    The claim is a conditional update, so two deliveries never both execute. A selection makes a
+    ``manual`` run.
     Raises ``CoverageError`` (naming the failed invariants) or ``ScheduleError`` for bad input.
     """
     schedule, schedule_created = schedule_for_night(seed=seed, now=now, rotation_day=rotation_day, generated_at=generated_at)
@@ -394,7 +477,7 @@ def start_nightly(
         return NightlyOutcome(schedule, schedule_created, None, False, None)
     trigger = Trigger.NIGHTLY if selection.is_empty else Trigger.MANUAL
     run, run_created = create_run(schedule=schedule, cost_ceiling_usd=cost_ceiling_usd, selection=selection, trigger=trigger)
-    if not run_created:
-        return NightlyOutcome(schedule, schedule_created, run, False, summarize(run))
-    summary = execute_run(run, environ=environ, progress=progress)
-    return NightlyOutcome(schedule, schedule_created, run, True, summary)
+    if not claim_run(run):
+        return NightlyOutcome(schedule, schedule_created, run, run_created, summarize(run), executed=False)
+    summary = _execute_claimed(run, environ=environ, progress=progress)
+    return NightlyOutcome(schedule, schedule_created, run, run_created, summary, executed=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from django_q.models import Schedule as QSchedule
 
@@ -10,17 +11,16 @@ from evalhub.conf import evalhub_setting
 
 NIGHTLY_TASK_NAME = "evalhub-nightly"
 NIGHTLY_TASK_FUNC = "schedules.tasks.run_nightly"
+_HH_MM = re.compile(r"(?P<hours>[01][0-9]|2[0-3]):(?P<minutes>[0-5][0-9])")
 
 
 def parse_nightly_time(value: str) -> dt.time:
-    """``"HH:MM"`` (UTC) as a time; ValueError saying what to fix otherwise."""
-    try:
-        hours, minutes = str(value).strip().split(":")
-        if len(hours) != 2 or len(minutes) != 2:
-            raise ValueError
-        return dt.time(int(hours), int(minutes), tzinfo=dt.UTC)
-    except ValueError:
-        raise ValueError(f"EVALHUB_NIGHTLY_TIME_UTC must be a UTC time of day as HH:MM such as 04:00, not {value!r}") from None
+    """``"HH:MM"`` (UTC, 00:00 to 23:59, surrounding spaces allowed) as an aware time; ValueError
+    saying what to fix otherwise."""
+    match = _HH_MM.fullmatch(str(value).strip())
+    if match is None:
+        raise ValueError(f"EVALHUB_NIGHTLY_TIME_UTC must be a UTC time of day as HH:MM such as 04:00, not {value!r}")
+    return dt.time(int(match["hours"]), int(match["minutes"]), tzinfo=dt.UTC)
 
 
 def next_occurrence(at: dt.time, *, now: dt.datetime) -> dt.datetime:

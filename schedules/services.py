@@ -14,6 +14,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from candidates.secrets import redact, secret_kinds
 from candidates.services import REORDER_OFFSET
 from candidates.services import catalog_slots
 from schedules.building import (
@@ -101,11 +102,26 @@ def preview_schedule(
     """
     day, timestamp = resolve_timing(rotation_day=rotation_day, generated_at=generated_at, now=now)
     document = build_schedule(seed=seed, rotation_day=day, generated_at=timestamp, slots=catalog_slots(), cases=catalog_cases())
+    _refuse_secrets(document)
     if selection.is_empty:
         return document
     return select_schedule(
         document, candidate_ids=selection.candidate_ids, case_ids=selection.case_ids, limit=selection.limit
     )
+
+
+def _refuse_secrets(document: Mapping[str, Any]) -> None:
+    """ScheduleError when a line-up candidate holds secret-shaped data (a row saved around
+    ``full_clean()``): a schedule is stored and shown, so it must never carry one (B8, B12)."""
+    for candidate in document["candidates"]:
+        kinds = secret_kinds(candidate)
+        if kinds:
+            raise ScheduleError(
+                redact(
+                    f"candidate {candidate.get('id')} holds secret-shaped data ({', '.join(kinds)}); "
+                    "fix it in the catalog (environment variable names only) before building a schedule"
+                )
+            )
 
 
 def catalog_coverage(*, seed: str) -> dict[str, bool]:

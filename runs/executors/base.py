@@ -19,14 +19,26 @@ class InfrastructureError(Exception):
     ``code`` is a short machine-readable reason (``runtime_unavailable``, ``provider_http_503``...),
     ``retryable`` says whether one more attempt may succeed, ``message`` is for people and is
     redacted before it is stored. ``cost_usd`` is what the failed attempt was billed, if known.
+    ``retry_after_s`` is how long the provider asked to wait before a retry (a ``Retry-After``
+    header), if it said; the orchestration waits up to a cap and otherwise does not retry.
+    ``runs.executors.errors`` builds these from HTTP responses and network exceptions.
     """
 
-    def __init__(self, code: str, retryable: bool, message: str, *, cost_usd: float | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        retryable: bool,
+        message: str,
+        *,
+        cost_usd: float | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.retryable = retryable
         self.message = message
         self.cost_usd = cost_usd
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)

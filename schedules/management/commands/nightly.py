@@ -71,6 +71,6 @@ class Command(BaseCommand):
         if outcome.run is None:
             self.stdout.write("not executed (add --execute to run it)")
             return
-        if not outcome.run_created:
+        if not outcome.executed:
             self.stdout.write(f"tonight's nightly was already delivered as run {outcome.run.pk}: nothing executed, nothing spent")
         self.stdout.write(outcome.summary.line())

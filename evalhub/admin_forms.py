@@ -1,0 +1,253 @@
+"""Form pieces every evalhub admin uses: strict JSON, secret-safe re-rendering, every constraint checked.
+
+The rules themselves live on the models (DESIGN.md principle 2). What this module adds is what a
+*form* must do around them so that no input gives a 500 and no secret goes back to the browser:
+
+* :class:`StrictJSONField` refuses ``NaN``, ``Infinity`` and ``1e309`` as a form error
+  (known-failure-modes B9: Django's ``forms.JSONField`` accepts them and the save then fails
+  with an IntegrityError or DataError, a 500);
+* :class:`SecretSafeFormMixin` blanks, in the re-rendered form, every submitted value that holds
+  a secret shape, puts back the instance's stored values for those fields (the change page
+  prints ``str(obj)`` in its title and breadcrumbs, and ``construct_instance`` has already copied
+  the posted value onto ``obj``), and redacts error messages that quote input (a choice
+  field's "X is not one of the available choices");
+* the same mixin validates *every* model constraint against the instance, not only those whose
+  fields are all on the form, so a ``list_editable`` changelist or an inline cannot skip one
+  and reach the database (known-failure-modes B7).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adminsortable2.admin import SortableAdminMixin
+from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import models, transaction
+from django.db.models import F, QuerySet
+from django.forms.fields import InvalidJSONInput, JSONString
+
+from candidates.secrets import contains_secret, redact
+from candidates.services import REORDER_OFFSET
+from evalhub.jsonio import loads_strict
+
+
+class StrictJSONField(forms.JSONField):
+    """A ``forms.JSONField`` that parses with :func:`evalhub.jsonio.loads_strict`.
+
+    ``NaN``, ``Infinity``, ``-Infinity`` and numbers that overflow to infinity are refused with
+    "Enter valid JSON (NaN is not allowed in JSON: use a finite number)." and so is text holding
+    ``\u0000`` (PostgreSQL cannot store it). The messages never quote the submitted text.
+    """
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled:
+            return value
+        if value in self.empty_values:
+            return None
+        if isinstance(value, (list, dict, int, float, JSONString)):
+            return value
+        try:
+            converted = loads_strict(value)
+        except ValueError as exc:
+            # JSONDecodeError says where ("Expecting value: line 1 column 5 (char 4)"), loads_strict
+            # what ("NaN is not allowed in JSON: use a finite number"); neither quotes the input.
+            raise ValidationError("Enter valid JSON (%(reason)s).", code="invalid", params={"reason": exc}) from None
+        if _has_nul(converted):
+            # PostgreSQL's jsonb refuses \u0000 (a DataError, so a 500), as CharField's validator refuses NUL.
+            raise ValidationError("Enter valid JSON without the NUL character (\\u0000).", code="null_characters_not_allowed")
+        return JSONString(converted) if isinstance(converted, str) else converted
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        if self.disabled:
+            return initial
+        if data is None:
+            return None
+        try:
+            return loads_strict(data)
+        except ValueError:
+            return InvalidJSONInput(data)
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False
+
+
+class JSONTextarea(forms.Textarea):
+    """A monospace textarea sized for short JSON lists and objects."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs={"rows": 3, "cols": 60, "class": "vLargeTextField evalhub-json", **(attrs or {})})
+
+
+#: ``formfield_overrides`` for every evalhub admin: JSON is parsed strictly.
+JSON_FORMFIELD_OVERRIDES = {models.JSONField: {"form_class": StrictJSONField, "widget": JSONTextarea}}
+
+
+class SecretSafeFormMixin:
+    """Mixed into every admin form (``forms.Form`` or ``ModelForm``); see the module docstring.
+
+    ``constraint_exclude`` names fields whose constraints the whole-instance check skips: the
+    candidate inline under Slot skips ``position`` because its formset checks positions among
+    the submitted rows and the admin saves a reorder through an offset (a swap is legal there).
+    """
+
+    constraint_exclude: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        instance = getattr(self, "instance", None)
+        # The stored values, to put back where a secret was posted (construct_instance overwrites them).
+        self._stored_values = (
+            {field.attname: getattr(instance, field.attname) for field in instance._meta.concrete_fields}
+            if instance is not None
+            else {}
+        )
+
+    def _post_clean(self) -> None:
+        super()._post_clean()
+        instance = getattr(self, "instance", None)
+        if instance is not None and not self._errors:
+            self._validate_every_constraint(instance)
+        if self.is_bound:
+            self._hide_secrets()
+
+    def _validate_every_constraint(self, instance: models.Model) -> None:
+        try:
+            instance.validate_constraints(exclude=set(self.constraint_exclude))
+        except ValidationError as exc:
+            for field, errors in exc.error_dict.items():
+                self.add_error(field if field in self.fields else None, errors)
+
+    def _hide_secrets(self) -> None:
+        prefix = f"{self.prefix}-" if self.prefix else ""
+        secret_keys = [key for key in self.data if key.startswith(prefix) and contains_secret(_values(self.data, key))]
+        if secret_keys:
+            data = self.data.copy()
+            for key in secret_keys:
+                data[key] = ""
+            self.data = data
+            # A widget posts under its name, a multi-widget under name_0, name_1, ...
+            names = {
+                name
+                for name in self.fields
+                for key in secret_keys
+                if key == self.add_prefix(name) or key.startswith(self.add_prefix(name) + "_")
+            }
+            self._restore_stored_values(names)
+            for name in names:
+                if name not in self._errors:
+                    # A secret in a field that otherwise validated must not be saved silently.
+                    self.add_error(name, ValidationError("This looks like a secret; it was not kept.", code="secret_shaped"))
+        self._redact_errors()
+
+    def _restore_stored_values(self, names: set[str]) -> None:
+        instance = getattr(self, "instance", None)
+        if instance is None:
+            return
+        for field in instance._meta.concrete_fields:
+            if field.name in names:
+                setattr(instance, field.attname, self._stored_values[field.attname])
+
+    def _redact_errors(self) -> None:
+        for name, errors in list((self._errors or {}).items()):
+            messages = [str(message) for message in errors]
+            cleaned = [redact(message) for message in messages]
+            if cleaned != messages:
+                self._errors[name] = self.error_class(
+                    cleaned, error_class="nonfield" if name == NON_FIELD_ERRORS else None, renderer=self.renderer
+                )
+
+
+def _values(data: Any, key: str) -> list[Any]:
+    return data.getlist(key) if hasattr(data, "getlist") else [data[key]]
+
+
+class SecretSafeModelForm(SecretSafeFormMixin, forms.ModelForm):
+    """The default form of every evalhub ``ModelAdmin`` and inline."""
+
+
+class EvalhubAdminMixin:
+    """Strict JSON and secret-safe forms on the add/change views *and* the list_editable changelist."""
+
+    form = SecretSafeModelForm
+    formfield_overrides = JSON_FORMFIELD_OVERRIDES
+
+    def get_changelist_form(self, request: Any, **kwargs: Any) -> type[forms.ModelForm]:
+        # Django's default builds the changelist form from plain ModelForm, not ``self.form``.
+        kwargs.setdefault("form", self.form)
+        return super().get_changelist_form(request, **kwargs)  # type: ignore[misc]
+
+
+class ReadOnlyAdminMixin:
+    """History is immutable (DESIGN.md principle 3): view, never add, change or delete."""
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+class OffsetSortableAdminMixin(SortableAdminMixin):
+    """django-admin-sortable2's drag-and-drop changelist for a model whose position is unique.
+
+    The library writes the new positions with one ``bulk_update``; PostgreSQL and SQLite check a
+    unique constraint row by row, so moving A into B's place fails while B still holds it. Here
+    the moved rows first jump above :data:`~candidates.services.REORDER_OFFSET` (as the manifest
+    import does) and then take their new positions, in one transaction: a clash with a row that
+    was not moved rolls everything back and the library answers 400, never 500. The library's
+    "move to page" actions (several rows at once, positions shifted by ``F() + 1``) are not
+    offered: the line-ups fit on one page.
+    """
+
+    def _update_order(self, updated_items: Any, extra_model_filters: dict[str, Any]) -> int:
+        field = self.default_order_field
+        moves: dict[int, int] = {}
+        for pk, order in updated_items:
+            order = int(order)
+            if not 0 <= order < REORDER_OFFSET:
+                raise ValueError(f"position {order} is out of range")
+            moves[int(pk)] = order
+        queryset = self.model.objects.filter(**extra_model_filters)
+        with transaction.atomic():
+            queryset.filter(pk__in=moves).update(**{field: F(field) + REORDER_OFFSET})
+            for pk, order in moves.items():
+                queryset.filter(pk=pk).update(**{field: order})
+        return len(moves)
+
+    def get_actions(self, request: Any) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        for name in ("move_to_first_page", "move_to_back_page", "move_to_forward_page", "move_to_last_page", "move_to_exact_page"):
+            actions.pop(name, None)
+        return actions
+
+
+def renumber_positions(queryset: QuerySet, *, field: str = "position") -> None:
+    """Give the rows of ``queryset`` positions 0..n-1 in their current order, without a clash.
+
+    A row at or above ``REORDER_OFFSET`` (moved out of the way before a formset save) counts at
+    ``position - REORDER_OFFSET``; ties go to the older row. Two ``bulk_update`` passes: first
+    to ``2 * REORDER_OFFSET + i`` (above every current value), then to ``i``.
+    """
+    rows = list(queryset)
+
+    def effective(row: models.Model) -> tuple[int, int]:
+        value = getattr(row, field)
+        return (value - REORDER_OFFSET if value >= REORDER_OFFSET else value, row.pk)
+
+    rows.sort(key=effective)
+    model = queryset.model
+    for base in (2 * REORDER_OFFSET, 0):
+        for index, row in enumerate(rows):
+            setattr(row, field, base + index)
+        model.objects.bulk_update(rows, [field])

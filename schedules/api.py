@@ -1,0 +1,358 @@
+"""REST endpoints for workflow cases, chaos scenarios, schedules, the schedule preview and coverage.
+
+* ``/api/cases/`` and ``/api/chaos-scenarios/``: catalog rows by id, written through ``full_clean()``.
+* ``/api/schedules/``: saved schedules (history, read-only); one returns the reference schedule
+  document (``paperclip.runner.live-eval-schedule.v1``) plus ``id`` and ``night``.
+* ``/api/schedules/preview/``: tonight's (or any) schedule computed from the catalog, not saved.
+* ``/api/coverage/``: the four weekly coverage invariants of the catalog.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F, QuerySet
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from rest_framework import exceptions, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from candidates.api import BudgetDocumentSerializer, CandidateDocumentSerializer
+from evalhub.api.serializers import ModelCleanSerializer, PassThroughChoiceField
+from evalhub.api.views import ApiViewMixin, CatalogViewSet, ReadOnlyViewSet
+from evalhub.conf import evalhub_setting
+from schedules.building import SCHEDULE_SCHEMA, ScheduleError, parse_timestamp, validate_rotation_day
+from schedules.coverage import COVERAGE_INVARIANTS, failed_invariants
+from schedules.filters import ChaosScenarioFilter, ScheduleFilter
+from schedules.models import ChaosScenario, Fault, Lane, Schedule, WorkflowCase
+from schedules.services import Selection, catalog_coverage, catalog_coverage_matrix, preview_schedule
+
+LENIENT_TEXT = {"allow_blank": True, "trim_whitespace": False}
+
+
+class BadRequest(exceptions.APIException):
+    """400 ``{"detail": "..."}``: the request as a whole cannot be served (the message says why)."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "bad_request"
+
+
+# -- workflow cases and chaos scenarios ------------------------------------------------------
+
+
+@extend_schema_field({"type": "array", "items": {"type": "string"}})
+class TextListJSONField(serializers.JSONField):
+    """Any JSON here; the model checks it is a list of unique non-blank texts."""
+
+
+@extend_schema_field({"type": "array", "items": {"type": "object", "additionalProperties": {}}})
+class StepsJSONField(serializers.JSONField):
+    """Any JSON here; the model checks the steps against the case schema."""
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {}})
+class AssertionsJSONField(serializers.JSONField):
+    """Any JSON here; the model checks the assertion keys and values."""
+
+
+class WorkflowCaseSerializer(ModelCleanSerializer):
+    """A workflow case as in ``workflow-cases.json`` plus ``position`` (catalog order) and ``version``.
+
+    ``version`` is read-only: it goes up by one whenever an update changes ``steps`` or
+    ``assertions`` (saved schedules keep the version they were built with). A new case without a
+    ``position`` goes last.
+    """
+
+    model_class = WorkflowCase
+
+    id = serializers.CharField(source="key", **LENIENT_TEXT)
+    title = serializers.CharField(**LENIENT_TEXT)
+    tags = TextListJSONField(required=False)
+    providers = TextListJSONField(help_text='Subset of ["codex", "opencode", "acpx"], at least one.')
+    repetitions = serializers.IntegerField(required=False, help_text="Entries per slot per nightly, 1..20.")
+    steps = StepsJSONField()
+    assertions = AssertionsJSONField(required=False)
+    position = serializers.IntegerField(required=False, help_text="Catalog order; decides the slots a case meets.")
+    version = serializers.IntegerField(read_only=True)
+
+    def position_scope(self, instance: WorkflowCase) -> QuerySet:
+        return WorkflowCase.objects.all()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        self._bump_version = self.instance is not None and any(
+            name in attrs and attrs[name] != getattr(self.instance, name) for name in ("steps", "assertions")
+        )
+        return super().validate(attrs)
+
+    def update(self, instance: WorkflowCase, validated_data: dict[str, Any]) -> WorkflowCase:
+        if self._bump_version:
+            instance.version = F("version") + 1
+        saved = self._save()
+        if self._bump_version:
+            saved.refresh_from_db(fields=["version"])
+        return saved
+
+
+class ChaosScenarioSerializer(ModelCleanSerializer):
+    """A chaos scenario: ``{id, lane, fault, expectedInvariant, position}``; ``lane`` defaults to ``chaos``."""
+
+    model_class = ChaosScenario
+
+    id = serializers.CharField(source="key", **LENIENT_TEXT)
+    lane = PassThroughChoiceField(choices=Lane.choices, required=False)
+    fault = PassThroughChoiceField(choices=Fault.choices)
+    expectedInvariant = serializers.CharField(source="expected_invariant", **LENIENT_TEXT)
+    position = serializers.IntegerField(required=False)
+
+    def position_scope(self, instance: ChaosScenario) -> QuerySet:
+        return ChaosScenario.objects.all()
+
+
+class WorkflowCaseViewSet(CatalogViewSet):
+    """Workflow cases in catalog order: ``/api/cases/`` and ``/api/cases/{id}/``. Writes need staff."""
+
+    queryset = WorkflowCase.objects.order_by("position", "id")
+    serializer_class = WorkflowCaseSerializer
+    lookup_field = "key"
+
+
+class ChaosScenarioViewSet(CatalogViewSet):
+    """Chaos scenarios in order: ``/api/chaos-scenarios/`` and ``/api/chaos-scenarios/{id}/``.
+
+    Filter: ``fault``. Writes need staff.
+    """
+
+    queryset = ChaosScenario.objects.order_by("position", "id")
+    serializer_class = ChaosScenarioSerializer
+    filterset_class = ChaosScenarioFilter
+    lookup_field = "key"
+
+
+# -- schedules ---------------------------------------------------------------------------------
+
+
+class ScheduleEntryDocumentSerializer(serializers.Serializer):
+    """One entry of the reference schedule document."""
+
+    executionId = serializers.CharField(help_text="rwe- + 16 hex digits")
+    caseId = serializers.CharField()
+    candidateId = serializers.CharField()
+    slotId = serializers.CharField()
+    repetition = serializers.IntegerField()
+    providerTrace = serializers.CharField()
+    budget = BudgetDocumentSerializer()
+
+
+class ScheduleDocumentSerializer(serializers.Serializer):
+    """The reference schedule document (``paperclip.runner.live-eval-schedule.v1``)."""
+
+    schema = serializers.CharField(help_text=SCHEDULE_SCHEMA)
+    seed = serializers.CharField()
+    rotationDay = serializers.IntegerField(min_value=0, max_value=6)
+    generatedAt = serializers.CharField(help_text="The timestamp exactly as given.")
+    candidates = CandidateDocumentSerializer(many=True)
+    entries = ScheduleEntryDocumentSerializer(many=True)
+    expectedExecutions = serializers.IntegerField()
+
+
+class SavedScheduleSerializer(ScheduleDocumentSerializer):
+    """A saved schedule: the reference document plus its ``id`` and ``night`` (UTC date)."""
+
+    id = serializers.IntegerField()
+    night = serializers.DateField()
+
+
+class ScheduleSummarySerializer(serializers.Serializer):
+    """A saved schedule in the list: no candidates or entries."""
+
+    id = serializers.IntegerField(read_only=True)
+    seed = serializers.CharField(read_only=True)
+    rotationDay = serializers.IntegerField(source="rotation_day", read_only=True)
+    night = serializers.DateField(read_only=True)
+    generatedAt = serializers.CharField(source="generated_at", read_only=True)
+    expectedExecutions = serializers.IntegerField(source="expected_executions", read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+
+
+class ScheduleViewSet(ReadOnlyViewSet):
+    """Saved schedules, newest night first: ``/api/schedules/`` and ``/api/schedules/{id}/``.
+
+    The list is summaries (filters ``seed``, ``rotation_day``, ``night``, ``night_after``,
+    ``night_before``); one schedule is the full reference document plus ``id`` and ``night``.
+    Saved schedules are history: there is no write.
+    """
+
+    queryset = Schedule.objects.order_by("-night", "-id")
+    filterset_class = ScheduleFilter
+
+    def get_serializer_class(self) -> type[serializers.Serializer]:
+        return SavedScheduleSerializer if self.action == "retrieve" else ScheduleSummarySerializer
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        schedule = self.get_object()
+        entries = list(schedule.entries.order_by("position"))
+        return Response({"id": schedule.pk, "night": schedule.night.isoformat(), **schedule.to_document(entries)})
+
+
+# -- preview and coverage ----------------------------------------------------------------------
+
+
+def reject_unknown_params(request: Request, accepted: tuple[str, ...]) -> None:
+    """A 400 naming any query parameter the endpoint does not know (a typo must not widen a paid subset)."""
+    unknown = [name for name in request.query_params if name not in accepted]
+    if unknown:
+        raise exceptions.ValidationError(
+            {name: [f"Unknown query parameter. Accepted: {', '.join(accepted)}."] for name in unknown}
+        )
+
+
+def seed_param(request: Request) -> str:
+    """``?seed=``, or the configured ``EVALHUB["SCHEDULE_SEED"]`` when absent or blank."""
+    return request.query_params.get("seed") or evalhub_setting("SCHEDULE_SEED")
+
+
+def id_list_param(request: Request, name: str) -> tuple[str, ...]:
+    """A repeatable parameter that also takes comma lists: ``?candidate=a&candidate=b,c`` → ``(a, b, c)``."""
+    ids: list[str] = []
+    for raw in request.query_params.getlist(name):
+        ids.extend(part.strip() for part in raw.split(","))
+    return tuple(dict.fromkeys(item for item in ids if item))
+
+
+SEED_PARAMETER = OpenApiParameter(
+    "seed", OpenApiTypes.STR, description="Schedule seed; defaults to the configured EVALHUB SCHEDULE_SEED."
+)
+PREVIEW_PARAMETERS = [
+    SEED_PARAMETER,
+    OpenApiParameter(
+        "rotation_day", OpenApiTypes.INT, description="Rotation day 0..6; defaults to the day of generated_at."
+    ),
+    OpenApiParameter(
+        "generated_at",
+        OpenApiTypes.STR,
+        description="ISO 8601 timestamp with a UTC offset (2026-08-24T00:00:00Z) or a date; defaults to now.",
+    ),
+    OpenApiParameter(
+        "candidate",
+        OpenApiTypes.STR,
+        many=True,
+        explode=True,
+        description="Keep only these candidate ids; repeat the parameter or give a comma list.",
+    ),
+    OpenApiParameter(
+        "case",
+        OpenApiTypes.STR,
+        many=True,
+        explode=True,
+        description="Keep only these workflow case ids; repeat the parameter or give a comma list.",
+    ),
+    OpenApiParameter("limit", OpenApiTypes.INT, description="Keep only the first N selected entries (N >= 1)."),
+]
+ERROR_RESPONSE = OpenApiResponse(
+    description='A bad parameter: {"<parameter>": ["..."]}, or {"detail": "..."} for a schedule that cannot be built.'
+)
+
+
+class SchedulePreviewView(ApiViewMixin, APIView):
+    """``GET /api/schedules/preview/``: the reference schedule document, computed from the catalog, not saved.
+
+    With ``candidate``/``case``/``limit`` it is the selected subset (the reference's
+    ``selectRunnerLiveEvalSchedule``). Errors: 400 with field errors for a bad ``rotation_day``,
+    ``generated_at``, ``limit`` or an unknown parameter; 400 ``{"detail": "..."}`` with the
+    schedule core's message for an empty catalog or a selection naming a candidate outside the
+    week's line-up, an unscheduled case, or matching nothing.
+    """
+
+    PARAMETERS = ("seed", "rotation_day", "generated_at", "candidate", "case", "limit")
+
+    @extend_schema(
+        operation_id="schedules_preview",
+        parameters=PREVIEW_PARAMETERS,
+        responses={200: ScheduleDocumentSerializer, 400: ERROR_RESPONSE},
+    )
+    def get(self, request: Request) -> Response:
+        reject_unknown_params(request, self.PARAMETERS)
+        params = request.query_params
+        errors: dict[str, list[str]] = {}
+        rotation_day: int | None = None
+        if params.get("rotation_day"):
+            try:
+                rotation_day = validate_rotation_day(params["rotation_day"])
+            except ScheduleError as exc:
+                errors["rotation_day"] = [str(exc)]
+        generated_at = params.get("generated_at") or None
+        if generated_at is not None:
+            try:
+                parse_timestamp(generated_at, name="generated_at")
+            except ScheduleError as exc:
+                errors["generated_at"] = [str(exc)]
+        limit: int | None = None
+        if params.get("limit"):
+            raw = params["limit"]
+            if raw.isascii() and raw.isdigit() and int(raw) > 0:
+                limit = int(raw)
+            else:
+                errors["limit"] = ["limit must be a positive whole number, such as 10."]
+        if errors:
+            raise exceptions.ValidationError(errors)
+        selection = Selection(
+            candidate_ids=id_list_param(request, "candidate"), case_ids=id_list_param(request, "case"), limit=limit
+        )
+        try:
+            document = preview_schedule(
+                seed=seed_param(request),
+                now=timezone.now(),
+                rotation_day=rotation_day,
+                generated_at=generated_at,
+                selection=selection,
+            )
+        except ScheduleError as exc:
+            raise BadRequest(str(exc)) from None
+        return Response(document)
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "properties": {name: {"type": "boolean"} for name in COVERAGE_INVARIANTS},
+        "required": list(COVERAGE_INVARIANTS),
+    }
+)
+class CoverageInvariantsField(serializers.JSONField):
+    """The four invariants, each true or false."""
+
+
+class CoverageSerializer(serializers.Serializer):
+    """The catalog's weekly coverage for one seed."""
+
+    seed = serializers.CharField()
+    coverage = CoverageInvariantsField()
+    failed = serializers.ListField(child=serializers.CharField(), help_text="The invariants that do not hold.")
+    matrix = serializers.DictField(
+        child=serializers.ListField(child=serializers.ListField(child=serializers.CharField())),
+        help_text="For each case id, the slot ids it meets on rotation days 0..6.",
+    )
+
+
+class CoverageView(ApiViewMixin, APIView):
+    """``GET /api/coverage/?seed=``: the four coverage invariants of the catalog over the seven rotation days.
+
+    Returns ``{"seed", "coverage": {everySlotNightly, everyConcreteCandidateInRotation,
+    everyWorkflowCoversEverySlot, strongAndInexpensiveNightly}, "failed": [...], "matrix":
+    {case id: [[slot ids] for day 0..6]}}``. 400 ``{"detail": "..."}`` when no schedule can be built
+    (for example an empty catalog).
+    """
+
+    @extend_schema(operation_id="coverage", parameters=[SEED_PARAMETER], responses={200: CoverageSerializer, 400: ERROR_RESPONSE})
+    def get(self, request: Request) -> Response:
+        reject_unknown_params(request, ("seed",))
+        seed = seed_param(request)
+        try:
+            coverage = catalog_coverage(seed=seed)
+            matrix = catalog_coverage_matrix(seed=seed)
+        except ScheduleError as exc:
+            raise BadRequest(str(exc)) from None
+        return Response({"seed": seed, "coverage": coverage, "failed": failed_invariants(coverage), "matrix": matrix})

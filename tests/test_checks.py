@@ -1,0 +1,120 @@
+"""System checks: ``manage.py check`` refuses configuration that would misbehave at night."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from evalhub.checks import check_evalhub_settings
+from tests.test_sqlite_concurrency import PYTHON, REPO, child_environment
+
+COST_MESSAGE = (
+    "EVALHUB_MAX_CAMPAIGN_COST_USD must be a positive decimal number of US dollars such as 12 or 0.25, not {!r}"
+)
+
+
+def ids(errors: list[Any]) -> list[str]:
+    return [error.id for error in errors]
+
+
+def test_the_shipped_settings_pass() -> None:
+    assert check_evalhub_settings() == []
+
+
+@pytest.mark.parametrize("value", ["0x10", "0", "-1", "NaN", "", "abc", "Infinity", "1e309", " ", "1,5"])
+def test_a_bad_cost_ceiling_is_e001_naming_the_variable(settings: Any, value: str) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "MAX_CAMPAIGN_COST_USD": value}
+    (error,) = check_evalhub_settings()
+    assert error.id == "evalhub.E001"
+    assert error.msg == COST_MESSAGE.format(value)
+    assert error.hint == "Set it to a positive decimal such as 12, or unset it."
+
+
+@pytest.mark.parametrize("value", [None, "12", " 5 ", "0.25"])
+def test_a_good_or_unset_cost_ceiling_passes(settings: Any, value: Any) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "MAX_CAMPAIGN_COST_USD": value}
+    assert check_evalhub_settings() == []
+
+
+@pytest.mark.parametrize(("timeout", "retry"), [(600, 120), (600, 600), (21600, 60)])
+def test_retry_not_longer_than_timeout_is_e002(settings: Any, timeout: int, retry: int) -> None:
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": timeout, "retry": retry}
+    (error,) = check_evalhub_settings()
+    assert error.id == "evalhub.E002"
+    assert error.msg == (
+        f"Q_CLUSTER retry ({retry} s) must be longer than timeout ({timeout} s), or a long nightly is delivered "
+        "to a second worker while the first is still running."
+    )
+
+
+def test_retry_longer_than_timeout_passes(settings: Any) -> None:
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 600, "retry": 601}
+    assert check_evalhub_settings() == []
+
+
+@pytest.mark.parametrize("value", ["4:00", "24:00", "+4:00", "noon", ""])
+def test_a_bad_nightly_time_is_e003(settings: Any, value: str) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "NIGHTLY_TIME_UTC": value}
+    assert ids(check_evalhub_settings()) == ["evalhub.E003"]
+
+
+def test_a_padded_nightly_time_passes_as_setup_schedules_accepts_it(settings: Any) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "NIGHTLY_TIME_UTC": " 04:00 "}
+    assert check_evalhub_settings() == []
+
+
+@pytest.mark.parametrize("seed", ["", "   ", None])
+def test_a_blank_seed_is_e004(settings: Any, seed: Any) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "SCHEDULE_SEED": seed}
+    assert ids(check_evalhub_settings()) == ["evalhub.E004"]
+
+
+def test_a_local_django_q_time_zone_is_e005(settings: Any) -> None:
+    settings.TIME_ZONE = "Europe/Berlin"
+    settings.Q_CLUSTER = {key: value for key, value in settings.Q_CLUSTER.items() if key != "time_zone"}
+    (error,) = check_evalhub_settings()
+    assert error.id == "evalhub.E005"
+    assert error.msg.startswith("django-q2 schedules daily tasks in Europe/Berlin, so the nightly set by")
+
+
+def test_a_local_display_time_zone_with_django_q_in_utc_passes(settings: Any) -> None:
+    settings.TIME_ZONE = "Europe/Berlin"
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "time_zone": "UTC"}
+    assert check_evalhub_settings() == []
+
+
+def test_manage_py_check_reports_e001(settings: Any) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "MAX_CAMPAIGN_COST_USD": "0x10"}
+    with pytest.raises(SystemCheckError, match=r"\(evalhub\.E001\) EVALHUB_MAX_CAMPAIGN_COST_USD must be a positive"):
+        call_command("check")
+
+
+def test_manage_py_check_reports_e002(settings: Any) -> None:
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 600, "retry": 120}
+    with pytest.raises(SystemCheckError, match=r"\(evalhub\.E002\) Q_CLUSTER retry \(120 s\) must be longer"):
+        call_command("check")
+
+
+@pytest.mark.parametrize(
+    ("variables", "error_id"),
+    [
+        ({"EVALHUB_MAX_CAMPAIGN_COST_USD": "0x10"}, "evalhub.E001"),
+        ({"EVALHUB_Q_TIMEOUT": "600", "EVALHUB_Q_RETRY": "120"}, "evalhub.E002"),
+    ],
+)
+def test_a_real_manage_py_check_exits_non_zero(tmp_path: Any, variables: dict[str, str], error_id: str) -> None:
+    done = subprocess.run(
+        [str(PYTHON), "manage.py", "check"],
+        cwd=REPO,
+        env=child_environment(tmp_path / "check.sqlite3", **variables),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert f"({error_id})" in done.stderr
+    assert "Traceback" not in done.stderr
