@@ -19,22 +19,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runs.jsnum import js_number, js_round, js_sum, json_number, round_half_up
+from runs.scoring import DIMENSIONS
 
 REPORT_SCHEMA = "paperclip.runner.workflow-eval-report.v1"
 REPORT_SOURCES: tuple[str, ...] = ("deterministic", "live", "chaos")
 
 # The scorecard's eight dimensions in the reference's order (RUNNER_WORKFLOW_DIMENSION_KEYS);
 # dimension means, Markdown and JUnit reasons follow this order.
-DIMENSION_KEYS: tuple[str, ...] = (
-    "hard_invariants",
-    "lifecycle_integrity",
-    "semantic_outcome",
-    "trajectory_restraint",
-    "trace_completeness",
-    "quality_efficiency",
-    "continuation_integrity",
-    "presentation_fidelity",
-)
+DIMENSION_KEYS: tuple[str, ...] = DIMENSIONS
 
 # The reference's stored semantic-operation catalog (41 operations, in catalog order). The
 # report's coverage section takes the catalog as data; this is the default.
