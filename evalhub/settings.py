@@ -209,6 +209,8 @@ Q_CLUSTER = {
     "save_limit": 500,
     "ack_failures": True,
     "label": "Tasks",
+    # Daily schedules keep UTC wall-clock time: the nightly never drifts with daylight saving (B2).
+    "time_zone": "UTC",
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
