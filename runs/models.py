@@ -7,15 +7,26 @@ harmless (DESIGN.md principle 4, known-failure-modes B1).
 
 from __future__ import annotations
 
+import re
+
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from evalhub.validation import SecretFreeModel
 from schedules.models import Schedule, ScheduleEntry
+
+OPERATION_ID = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 class Trigger(models.TextChoices):
     NIGHTLY = "nightly", "nightly"
     MANUAL = "manual", "manual"
+
+
+class RunLane(models.TextChoices):
+    LIVE = "live", "live"
+    REPLAY = "replay", "replay (refresh)"
 
 
 class RunStatus(models.TextChoices):
@@ -49,6 +60,15 @@ class Run(models.Model):
 
     schedule = models.ForeignKey(Schedule, on_delete=models.PROTECT, related_name="runs")
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
+    lane = models.CharField(max_length=16, choices=RunLane.choices, default=RunLane.LIVE)
+    refresh_of = models.ForeignKey(
+        "self",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="refreshes",
+        help_text="For a replay-lane refresh: the run whose stored observations were re-scored.",
+    )
     selection = models.JSONField(null=True, blank=True)
     cost_ceiling_usd = models.DecimalField("cost ceiling (USD)", max_digits=12, decimal_places=6)
     spent_usd = models.DecimalField("spent (USD)", max_digits=14, decimal_places=6, default=0)
@@ -151,3 +171,126 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.execution.execution_id} attempt {self.number}"
+
+
+class Scorecard(models.Model):
+    """An execution's observation scored into the reference scorecard (``paperclip.runner.eval-scorecard.v2``).
+
+    ``scoring_version`` records the scoring rules that made it (``runs.scoring.SCORING_VERSION``);
+    the overall score, gate and verdict are copied out of ``document`` for queries (all null
+    for unscored skipped and infrastructure-failure executions).
+    """
+
+    execution = models.OneToOneField(Execution, on_delete=models.CASCADE, related_name="scorecard")
+    scoring_version = models.CharField(max_length=32)
+    document = models.JSONField()
+    overall_score = models.FloatField(null=True, blank=True)
+    gate_passed = models.BooleanField(null=True, blank=True)
+    passed = models.BooleanField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"scorecard of {self.execution.execution_id}"
+
+
+class Report(models.Model):
+    """A run's reference report (``paperclip.runner.workflow-eval-report.v1``) and its comparison.
+
+    ``bundle_id`` decides comparability: only reports with the same bundle are compared and feed
+    alerts. A refresh (replay lane) is labelled ``is_refresh`` and never counts as a measurement
+    in history, comparisons or alerts.
+    """
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="report")
+    bundle_id = models.CharField(max_length=64)
+    source = models.CharField(max_length=16, default="live")
+    generated_at = models.CharField(max_length=64)
+    is_refresh = models.BooleanField(default=False)
+    scoring_version = models.CharField(max_length=32)
+    document = models.JSONField()
+    comparison = models.JSONField(null=True, blank=True)
+    previous = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", help_text="The compared report."
+    )
+    executions = models.PositiveIntegerField(default=0)
+    scoreable = models.PositiveIntegerField(default=0)
+    passed = models.PositiveIntegerField(default=0)
+    mean_overall = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["bundle_id", "is_refresh", "created_at"], name="report_bundle_history_idx")]
+
+    def __str__(self) -> str:
+        return f"report of run {self.run_id} · {self.bundle_id}"
+
+
+class AlertSeverity(models.TextChoices):
+    CRITICAL = "critical", "critical"
+    WARNING = "warning", "warning"
+
+
+class Alert(models.Model):
+    """One alert of a report, stored once per (report, code, case, candidate).
+
+    The reference repeats a consecutive-failure alert for every repetition of the same case and
+    candidate; evalhub keeps one row (``occurrences`` counts the repeats). Run-wide alerts have
+    blank case and candidate.
+    """
+
+    report = models.ForeignKey(Report, on_delete=models.CASCADE, related_name="alerts")
+    code = models.CharField(max_length=64)
+    severity = models.CharField(max_length=16, choices=AlertSeverity.choices)
+    case_key = models.CharField("case", max_length=100, blank=True)
+    candidate_key = models.CharField("candidate", max_length=100, blank=True)
+    message = models.TextField()
+    occurrences = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["report", "code", "case_key", "candidate_key"],
+                name="alert_once_per_report_code_case_candidate",
+                violation_error_message="This report already has this alert for this case and candidate.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.severity} {self.code}: {self.message}"
+
+
+class CoverageCatalog(SecretFreeModel):
+    """The data behind a report's coverage section, editable in the admin (one row is used).
+
+    ``operation_ids`` is the semantic-operation catalog (41 in the reference's stored catalog);
+    ``capability_cases`` the external capability inventory size (106 in the reference).
+    """
+
+    operation_ids = models.JSONField(default=list)
+    capability_cases = models.PositiveIntegerField(default=106)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "coverage catalog"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(capability_cases__gte=0),
+                name="coverage_capability_cases_non_negative",
+                violation_error_message="Capability cases must be 0 or more.",
+            ),
+        ]
+
+    def clean(self) -> None:
+        ids = self.operation_ids
+        if not isinstance(ids, list) or not all(isinstance(i, str) and OPERATION_ID.match(i) for i in ids):
+            raise ValidationError(
+                {"operation_ids": 'Operation ids must be a list of snake_case names, e.g. ["finish_task", "report_progress"].'}
+            )
+        if len(set(ids)) != len(ids):
+            raise ValidationError({"operation_ids": "Operation ids must not repeat."})
+
+    def __str__(self) -> str:
+        return f"{len(self.operation_ids)} operations · {self.capability_cases} capability cases"
