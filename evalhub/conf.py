@@ -11,6 +11,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CAMPAIGN_COST_USD": None,
     "NIGHTLY_TIME_UTC": "04:00",
     "EXECUTORS": {},
+    "BASELINE_READY": False,
+    "RETENTION_DAYS": 120,
+    "RUNNER_BUILD": None,
 }
 
 

@@ -85,6 +85,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's, the API docs' and evalhub's static files from the app directories, so
+    # `make serve` works with DEBUG off and no collectstatic step.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -161,6 +164,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "pages:runs"
 LOGOUT_REDIRECT_URL = "login"
@@ -225,6 +230,12 @@ EVALHUB = {
     "NIGHTLY_TIME_UTC": env_str("EVALHUB_NIGHTLY_TIME_UTC", "04:00"),
     # Executors that start processes or reach the network are switched on here.
     "EXECUTORS": {},
+    # Alerts fire only once the baseline is declared ready (and seven compatible reports exist).
+    "BASELINE_READY": env_bool("EVALHUB_BASELINE_READY", False),
+    # Runs older than this many days are pruned daily, never the last seven reports of a bundle.
+    "RETENTION_DAYS": env_int("EVALHUB_RETENTION_DAYS", 120, minimum=1),
+    # Part of the live bundle identity; evalhub's version when unset.
+    "RUNNER_BUILD": os.environ.get("EVALHUB_RUNNER_BUILD", "").strip() or None,
 }
 
 LOGGING = {

@@ -12,6 +12,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("api/auth/", include("rest_framework.urls")),  # sign-in link on the browsable API
     path("api/", include("evalhub.api.urls")),
     path("", include("evalhub.pages")),
 ]

@@ -204,8 +204,10 @@ def test_nightly_execute_prints_a_one_line_summary(reference_catalog: None, no_c
     output = run("nightly", "--generated-at", GENERATED_AT, "--execute", "--no-progress")
     run_row = Run.objects.get()
     assert output.splitlines()[1:] == [
+        "skipped executions need provider credentials: set ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY "
+        "in the environment (only names are configured; values are never stored)",
         f"run {run_row.pk}: 40 executions — 0 completed, 0 candidate failures, 0 infrastructure failures, "
-        "40 skipped (40 qualification_environment_missing); spent $0.00 of $12.00"
+        "40 skipped (40 qualification_environment_missing); spent $0.00 of $12.00",
     ]
 
 
@@ -232,7 +234,7 @@ def test_nightly_execute_twice_reports_the_second_delivery(reference_catalog: No
     lines = output.splitlines()
     assert lines[0].startswith("schedule ") and " already saved: " in lines[0]
     assert lines[1] == f"tonight's nightly was already delivered as run {run_row.pk}: nothing executed, nothing spent"
-    assert lines[2].startswith(f"run {run_row.pk}: 40 executions")
+    assert lines[-1].startswith(f"run {run_row.pk}: 40 executions")
 
 
 def test_nightly_selection_runs_only_the_selected_entries(reference_catalog: None, no_credentials: None) -> None:
@@ -359,20 +361,49 @@ def test_demo_admin_creates_a_staff_superuser_and_prints_how_to_sign_in() -> Non
     assert user.check_password(password)
 
 
-def test_demo_admin_again_resets_the_password() -> None:
+def test_demo_admin_again_keeps_the_password_so_the_browser_stays_signed_in() -> None:
     first = run("demo_admin").strip().rsplit(" ", 1)[-1]
     output = run("demo_admin")
-    assert output.startswith("demo admin reset: sign in as admin with password ")
-    second = output.strip().rsplit(" ", 1)[-1]
-    assert second != first
+    assert output.startswith("demo admin exists: sign in as admin with the password printed when it was created")
+    assert first not in output
     user = get_user_model().objects.get(username="admin")
-    assert user.check_password(second) and not user.check_password(first)
+    assert user.check_password(first)
     assert get_user_model().objects.count() == 1
 
 
-def test_demo_admin_promotes_an_existing_plain_user() -> None:
+def test_demo_admin_reset_gives_a_new_password() -> None:
+    first = run("demo_admin").strip().rsplit(" ", 1)[-1]
+    output = run("demo_admin", "--reset")
+    assert output.startswith("demo admin reset: sign in as admin with password ")
+    second = output.strip().rsplit(" ", 1)[-1]
+    assert second != first and second.isalnum()
+    user = get_user_model().objects.get(username="admin")
+    assert user.check_password(second) and not user.check_password(first)
+
+
+def test_demo_admin_promotes_an_existing_plain_user_and_keeps_their_password() -> None:
     get_user_model().objects.create_user("demo", password="pw-demo-123")
     output = run("demo_admin", "--username", "demo")
-    assert output.startswith("demo admin reset: sign in as demo with password ")
+    assert output.startswith("demo admin exists: sign in as demo")
     user = get_user_model().objects.get(username="demo")
     assert (user.is_staff, user.is_superuser) == (True, True)
+    assert user.check_password("pw-demo-123")
+
+
+def test_nightly_hint_names_only_the_variables_of_the_candidates_it_ran(
+    reference_catalog: None, no_credentials: None
+) -> None:
+    output = run(
+        "nightly", "--generated-at", GENERATED_AT, "--execute", "--no-progress", "--candidate", "codex-luna", "--limit", "2"
+    )
+    hint = [line for line in output.splitlines() if line.startswith("skipped executions need")]
+    assert hint == [
+        "skipped executions need provider credentials: set OPENAI_API_KEY in the environment "
+        "(only names are configured; values are never stored)"
+    ]
+
+
+def test_nightly_without_execute_reports_the_size_of_a_selection(reference_catalog: None) -> None:
+    output = run("nightly", "--generated-at", GENERATED_AT, "--candidate", "codex-luna", "--limit", "2")
+    assert "selection: 2 of 40 executions" in output
+    assert output.rstrip().endswith("not executed (add --execute to run it)")

@@ -464,7 +464,7 @@ def test_the_command_imports_a_file_and_says_what_it_did(tmp_path: Path) -> None
     run("load_reference")
     path = write(tmp_path, json.dumps(edited_manifest()))
     assert run("import_manifest", str(path)) == (
-        f"imported {path}: 4 slots, 7 candidates (0 candidates and 1 slots removed, 1 budgets created)\n"
+        f"imported {path}: 4 slots, 7 candidates (0 candidates and 1 slot removed, 1 budget created)\n"
     )
     assert export_manifest() == edited_manifest()
 

@@ -10,6 +10,11 @@ from candidates.services import ManifestError, import_manifest
 from evalhub.jsonio import loads_strict
 
 
+def count(number: int, noun: str) -> str:
+    """``1 slot``, ``2 slots``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 class Command(BaseCommand):
     help = (
         "Make the candidate catalog equal to FILE (the format of export_manifest). All or nothing: "
@@ -37,7 +42,7 @@ class Command(BaseCommand):
             listing = "\n".join(f"  - {problem}" for problem in exc.problems)
             raise CommandError(f"{path} was not imported; nothing changed. Fix these problems:\n{listing}") from None
         self.stdout.write(
-            f"imported {path}: {summary.slots} slots, {summary.candidates} candidates "
-            f"({summary.removed_candidates} candidates and {summary.removed_slots} slots removed, "
-            f"{summary.created_budgets} budgets created)"
+            f"imported {path}: {count(summary.slots, 'slot')}, {count(summary.candidates, 'candidate')} "
+            f"({count(summary.removed_candidates, 'candidate')} and {count(summary.removed_slots, 'slot')} removed, "
+            f"{count(summary.created_budgets, 'budget')} created)"
         )

@@ -12,7 +12,17 @@ from tqdm import tqdm
 from runs.services import start_nightly
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
-from schedules.services import CoverageError
+from schedules.services import CoverageError, select_schedule
+
+
+def missing_variables(candidates, environ) -> list[str]:
+    """The required variable names of these candidate documents that are unset or empty, sorted."""
+    names = {
+        name
+        for candidate in candidates
+        for name in candidate.get("qualification", {}).get("requiredEnvironment", [])
+    }
+    return sorted(name for name in names if not environ.get(name))
 
 
 class Command(BaseCommand):
@@ -69,8 +79,27 @@ class Command(BaseCommand):
             f"seed {schedule.seed}, {schedule.expected_executions} executions"
         )
         if outcome.run is None:
+            if not selection.is_empty:
+                selected = select_schedule(
+                    schedule.to_document(),
+                    candidate_ids=selection.candidate_ids,
+                    case_ids=selection.case_ids,
+                    limit=selection.limit,
+                )
+                self.stdout.write(
+                    f"selection: {selected['expectedExecutions']} of {schedule.expected_executions} executions "
+                    "(with --execute they run as a manual run beside the night's nightly)"
+                )
             self.stdout.write("not executed (add --execute to run it)")
             return
         if not outcome.executed:
             self.stdout.write(f"tonight's nightly was already delivered as run {outcome.run.pk}: nothing executed, nothing spent")
+        if outcome.summary.by_failure_code.get("qualification_environment_missing"):
+            in_run = set(outcome.run.executions.values_list("candidate_key", flat=True))
+            missing = missing_variables([c for c in schedule.candidates if c["id"] in in_run], os.environ)
+            if missing:
+                self.stdout.write(
+                    "skipped executions need provider credentials: set " + ", ".join(missing)
+                    + " in the environment (only names are configured; values are never stored)"
+                )
         self.stdout.write(outcome.summary.line())
