@@ -10,11 +10,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from evalhub.validation import SecretFreeModel, env_name_errors, key_validator
+from django.db.models.functions import Lower
+
+from evalhub.validation import MAX_INTEGER, SecretFreeModel, env_name_errors, key_validator, position_validators
 
 CANDIDATE_SCHEMA = "paperclip.runner.live-eval-candidate.v1"
 
@@ -56,12 +58,14 @@ class Budget(SecretFreeModel):
     """A named, reusable budget: per-turn latency (ms), attempts, cost (USD) and total tokens."""
 
     name = models.CharField(max_length=100, validators=[key_validator], help_text="For example strong-premium.")
-    max_latency_ms = models.PositiveIntegerField("max latency (ms)", help_text="Per turn, in milliseconds.")
-    max_attempts = models.PositiveIntegerField("max attempts")
+    max_latency_ms = models.PositiveIntegerField(
+        "max latency (ms)", help_text="Per turn, in milliseconds.", validators=[MaxValueValidator(MAX_INTEGER)]
+    )
+    max_attempts = models.PositiveIntegerField("max attempts", validators=[MaxValueValidator(100)])
     max_cost_usd = models.DecimalField(
         "max cost (USD)", max_digits=12, decimal_places=6, validators=[MinValueValidator(Decimal("0.000001"))]
     )
-    max_total_tokens = models.PositiveIntegerField("max total tokens")
+    max_total_tokens = models.PositiveIntegerField("max total tokens", validators=[MaxValueValidator(MAX_INTEGER)])
 
     class Meta:
         ordering = ["name"]
@@ -108,7 +112,9 @@ class Slot(SecretFreeModel):
     """A seat in the nightly line-up; ordered by ``position``. Holds one or more candidates."""
 
     key = models.CharField("id", max_length=100, validators=[key_validator], help_text="For example codex-strong.")
-    position = models.PositiveIntegerField(default=0, help_text="Slot order decides the schedule.")
+    position = models.PositiveIntegerField(
+        default=0, help_text="Slot order decides the schedule.", validators=position_validators
+    )
 
     class Meta:
         ordering = ["position", "id"]
@@ -139,7 +145,9 @@ class Candidate(SecretFreeModel):
         "id", max_length=100, validators=[key_validator], help_text="Unique across all slots, e.g. codex-luna."
     )
     slot = models.ForeignKey(Slot, on_delete=models.CASCADE, related_name="candidates")
-    position = models.PositiveIntegerField(default=0, help_text="Order inside the slot: week d plays candidate d mod n.")
+    position = models.PositiveIntegerField(
+        default=0, help_text="Order inside the slot: week d plays candidate d mod n.", validators=position_validators
+    )
     adapter = models.CharField(max_length=32, choices=Adapter.choices)
     provider = models.CharField(max_length=32, choices=Provider.choices)
     model = models.CharField(max_length=200, help_text="The provider's model name, e.g. gpt-5.6-luna.")
@@ -166,6 +174,15 @@ class Candidate(SecretFreeModel):
                 fields=["slot", "position"],
                 name="candidate_position_unique_in_slot",
                 violation_error_message="Another candidate in this slot already has this position.",
+            ),
+            models.UniqueConstraint(
+                "slot",
+                "adapter",
+                Lower("model"),
+                "reasoning_effort",
+                name="candidate_model_unique_in_slot",
+                violation_error_message="This slot already has a candidate running this model (names compared "
+                "ignoring case) with this adapter and reasoning effort.",
             ),
             models.CheckConstraint(
                 condition=(

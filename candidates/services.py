@@ -18,6 +18,7 @@ from django.db.models import CheckConstraint, F, Prefetch
 
 from candidates.models import CANDIDATE_SCHEMA, Budget, Candidate, Slot
 from candidates.secrets import redact, secret_kinds
+from evalhub.validation import MAX_POSITION
 
 MANIFEST_SCHEMA = "paperclip.runner.live-eval-candidate-slots.v1"
 MANIFEST_NOTE = (
@@ -29,7 +30,7 @@ CANDIDATE_KEYS = {"schema", "id", "slotId", "adapter", "provider", "model", "tie
 QUALIFICATION_KEYS = {"requiredEnvironment", "profile"}
 BUDGET_KEYS = ("maxLatencyMs", "maxAttempts", "maxCostUsd", "maxTotalTokens")
 #: Reorders use positions above this offset for a moment, so unique (slot, position) never clashes.
-REORDER_OFFSET = 1_000_000
+REORDER_OFFSET = MAX_POSITION + 1
 #: The largest whole-number budget limit every supported database stores (a 32-bit signed integer).
 MAX_BUDGET_INTEGER = 2_147_483_647
 #: Check constraints a manifest reader fixes in one field: constraint name → field.
@@ -212,6 +213,7 @@ def import_manifest(document: Mapping[str, Any]) -> ImportSummary:
 
     seen_slots: dict[str, int] = {}
     seen_candidates: dict[str, str] = {}
+    seen_models: dict[tuple[str, str, str, str], str] = {}
     existing_slots = {slot.key: slot for slot in Slot.objects.all()}
     existing_candidates = {candidate.key: candidate for candidate in Candidate.objects.all()}
     created_budgets: dict[tuple, Budget] = {}
@@ -297,6 +299,13 @@ def import_manifest(document: Mapping[str, Any]) -> ImportSummary:
                 _clean_candidate(candidate)
             except ValidationError as exc:
                 problems.extend(_validation_messages(exc, where))
+            same_model = (slot_key, candidate.adapter, candidate.model.lower(), candidate.reasoning_effort)
+            if candidate.model and same_model in seen_models:
+                problems.append(
+                    f"{where}, field model: candidate {seen_models[same_model]} in this slot already runs this model "
+                    "(names compared ignoring case) with this adapter and reasoning effort"
+                )
+            seen_models.setdefault(same_model, candidate.key)
             planned.append((candidate, budget_values))
         plan.append((slot, planned))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, register
 
+from candidates.secrets import secret_kinds
 from evalhub.conf import evalhub_setting
 
 UTC_NAMES = {"UTC", "Etc/UTC", "Etc/Universal", "Universal", "Zulu", "Etc/Zulu", "GMT", "Etc/GMT"}
@@ -59,4 +60,12 @@ def check_evalhub_settings(app_configs=None, **kwargs) -> list[Error]:
     seed = evalhub_setting("SCHEDULE_SEED")
     if not isinstance(seed, str) or not seed.strip():
         errors.append(Error("EVALHUB_SCHEDULE_SEED must not be blank.", id="evalhub.E004"))
+    elif secret_kinds(seed):
+        errors.append(
+            Error(
+                "EVALHUB_SCHEDULE_SEED looks like a secret; it is stored and shown on every schedule.",
+                hint="Use a plain name such as runner-live-seven-week-v1.",
+                id="evalhub.E004",
+            )
+        )
     return errors

@@ -1,24 +1,54 @@
-"""Strict JSON reading: ``NaN``, ``Infinity`` and ``-Infinity`` are errors, not floats (known-failure-modes B9)."""
+"""Strict JSON reading: ``NaN``, ``Infinity`` and ``-Infinity`` are errors, not floats (known-failure-modes B9),
+and so is a document nested deeper than :data:`MAX_DEPTH` (which would otherwise exhaust the stack)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+#: No evalhub document comes near this; it keeps every recursive walk of stored JSON safe.
+MAX_DEPTH = 64
+
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in JSON: use a finite number")
 
 
+def _parse_float(value: str) -> float:
+    number = float(value)
+    if number in (float("inf"), float("-inf")):
+        raise ValueError(f"{value} is too large: use a finite number")
+    return number
+
+
+def json_depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (a scalar is 0), computed without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            deepest = max(deepest, depth)
+            continue
+        deepest = max(deepest, depth + 1)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def loads_strict(text: str | bytes) -> Any:
-    """``json.loads`` that rejects non-finite numbers (including ``1e309``, which overflows to infinity).
+    """``json.loads`` that rejects non-finite numbers (including ``1e309``, which overflows to infinity)
+    and documents nested more than :data:`MAX_DEPTH` levels.
 
     Raises ``ValueError`` (``json.JSONDecodeError`` is one) with a message saying what is wrong.
     """
-    def parse_float(value: str) -> float:
-        number = float(value)
-        if number in (float("inf"), float("-inf")):
-            raise ValueError(f"{value} is too large: use a finite number")
-        return number
-
-    return json.loads(text, parse_constant=_reject_constant, parse_float=parse_float)
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float)
+    except RecursionError:
+        raise ValueError(f"JSON is nested too deeply: at most {MAX_DEPTH} levels are allowed") from None
+    if json_depth(value) > MAX_DEPTH:
+        raise ValueError(f"JSON is nested too deeply: at most {MAX_DEPTH} levels are allowed")
+    return value

@@ -10,10 +10,18 @@ import re
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 
 from candidates.secrets import redact, secret_error_for
+from evalhub.jsonio import MAX_DEPTH, json_depth
+
+#: Positions above this are reserved for the moment of a reorder (see candidates.services.REORDER_OFFSET).
+MAX_POSITION = 999_999
+#: The largest whole number every supported database stores in an integer column.
+MAX_INTEGER = 2_147_483_647
+
+position_validators = [MaxValueValidator(MAX_POSITION, message=f"Position must be at most {MAX_POSITION}.")]
 
 KEY_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 ENV_NAME_PATTERN = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -55,7 +63,13 @@ class SecretFreeModel(models.Model):
                 continue
             if not isinstance(field, (models.CharField, models.TextField, models.JSONField)):
                 continue
-            error = secret_error_for(str(field.verbose_name).capitalize(), getattr(self, field.attname))
+            label = str(field.verbose_name).capitalize()
+            value = getattr(self, field.attname)
+            shape_error = storage_error_for(label, value)
+            if shape_error is not None:
+                errors[field.name] = [shape_error]
+                continue
+            error = secret_error_for(label, value)
             if error is not None:
                 errors[field.name] = [error, *errors.get(field.name, [])]
         if errors:
@@ -66,6 +80,30 @@ class SecretFreeModel(models.Model):
             super().full_clean(exclude=exclude, validate_unique=validate_unique, validate_constraints=validate_constraints)
         except ValidationError as exc:
             raise redacted_error(exc) from None
+
+
+def storage_error_for(label: str, value: Any) -> ValidationError | None:
+    """An error when a text or JSON value cannot be stored the same way on SQLite and PostgreSQL.
+
+    NUL characters (PostgreSQL refuses them in text and jsonb) and JSON nested deeper than
+    ``evalhub.jsonio.MAX_DEPTH`` are rejected whatever the writer (API, admin, import, shell).
+    """
+    if json_depth(value) > MAX_DEPTH:
+        return ValidationError(f"{label} is nested too deeply: at most {MAX_DEPTH} levels are allowed.", code="too_deep")
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return ValidationError(
+                    f"{label} contains a NUL character (\\u0000), which cannot be stored; remove it.", code="null_character"
+                )
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
 
 
 def redacted_error(error: ValidationError) -> ValidationError:

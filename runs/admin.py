@@ -4,14 +4,14 @@ principle 3). Runs are started by the nightly task, the ``nightly`` command or t
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from evalhub.admin_forms import ReadOnlyAdminMixin
+from evalhub.admin_forms import EvalhubAdminMixin, ReadOnlyAdminMixin
 from evalhub.templatetags.evalhub_format import format_usd
-from runs.models import Attempt, Execution, Run
+from runs.models import Alert, Attempt, CoverageCatalog, Execution, Report, Run, Scorecard
 
 
 @admin.register(Run)
@@ -138,3 +138,109 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="cost (USD)", ordering="cost_usd")
     def cost(self, execution: Execution) -> str:
         return format_usd(execution.cost_usd, execution.cost_known)
+
+
+def _run_page_link(run_id: int) -> str:
+    return format_html('<a href="{}">run {}</a>', reverse("pages:run", args=[run_id]), run_id)
+
+
+@admin.register(Scorecard)
+class ScorecardAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Scorecards are made by scoring (and re-made by a refresh), never edited."""
+
+    list_display = ("execution_id", "run", "case", "candidate", "scoring_version", "overall_score", "gate_passed", "passed", "created_at")
+    list_filter = ("passed", "gate_passed", "scoring_version", "execution__candidate_key", "execution__case_key")
+    list_select_related = ("execution",)
+    search_fields = ("execution__execution_id", "execution__case_key", "execution__candidate_key")
+    fields = ("execution", "run", "scoring_version", "overall_score", "gate_passed", "passed", "created_at", "document")
+    readonly_fields = fields
+
+    @admin.display(description="execution", ordering="execution__execution_id")
+    def execution_id(self, scorecard: Scorecard) -> str:
+        return scorecard.execution.execution_id
+
+    @admin.display(description="run", ordering="execution__run")
+    def run(self, scorecard: Scorecard) -> str:
+        return _run_page_link(scorecard.execution.run_id)
+
+    @admin.display(description="case", ordering="execution__case_key")
+    def case(self, scorecard: Scorecard) -> str:
+        return scorecard.execution.case_key
+
+    @admin.display(description="candidate", ordering="execution__candidate_key")
+    def candidate(self, scorecard: Scorecard) -> str:
+        return scorecard.execution.candidate_key
+
+
+class AlertInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Alert
+    fields = ("severity", "code", "case_key", "candidate_key", "message", "occurrences")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(Report)
+class ReportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Reports are history: built by the reporting service, read here with their alerts."""
+
+    list_display = ("id", "run_link", "bundle_id", "is_refresh", "executions", "scoreable", "passed", "mean_overall", "alert_count", "generated_at")
+    list_filter = ("is_refresh", "source", "scoring_version", "bundle_id")
+    search_fields = ("=run__id", "bundle_id")
+    fields = (
+        "run_link",
+        "bundle_id",
+        "source",
+        "generated_at",
+        "is_refresh",
+        "scoring_version",
+        "executions",
+        "scoreable",
+        "passed",
+        "mean_overall",
+        "previous",
+        "comparison",
+        "document",
+        "created_at",
+    )
+    readonly_fields = fields
+    inlines = (AlertInline,)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Report]:
+        return super().get_queryset(request).annotate(alert_total=Count("alerts"))
+
+    @admin.display(description="run", ordering="run")
+    def run_link(self, report: Report) -> str:
+        return _run_page_link(report.run_id)
+
+    @admin.display(description="alerts", ordering="alert_total")
+    def alert_count(self, report: Report) -> int:
+        return report.alert_total
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("severity", "code", "case_key", "candidate_key", "message", "occurrences", "run_link", "created_at")
+    list_filter = ("code", "severity")
+    list_select_related = ("report",)
+    search_fields = ("code", "case_key", "candidate_key", "message", "=report__run__id")
+    fields = ("report", "run_link", "severity", "code", "case_key", "candidate_key", "message", "occurrences", "created_at")
+    readonly_fields = fields
+
+    @admin.display(description="run", ordering="report__run")
+    def run_link(self, alert: Alert) -> str:
+        return _run_page_link(alert.report.run_id)
+
+
+@admin.register(CoverageCatalog)
+class CoverageCatalogAdmin(EvalhubAdminMixin, admin.ModelAdmin):
+    """The data behind a report's coverage section: editable, parsed as strict JSON and checked
+    by the model's ``clean()`` (snake_case operation ids, no repeats)."""
+
+    list_display = ("id", "operation_count", "capability_cases", "updated_at")
+    fields = ("operation_ids", "capability_cases", "updated_at")
+    readonly_fields = ("updated_at",)
+
+    @admin.display(description="operations")
+    def operation_count(self, catalog: CoverageCatalog) -> int:
+        return len(catalog.operation_ids) if isinstance(catalog.operation_ids, list) else 0

@@ -1,4 +1,5 @@
-"""REST endpoints for runs and executions (read-only history): ``/api/runs/`` and ``/api/executions/``.
+"""REST endpoints for the run history (read-only): runs, executions, scorecards, reports (and their
+exports), alerts and comparisons; plus ``POST /api/runs/{id}/refresh/`` (staff) for a replay refresh.
 
 Money is a JSON number of US dollars. An execution whose price is unknown reads
 ``costUsd: null, costKnown: false`` (never $0, known-failure-modes B5); ``chargedUsd`` is what it
@@ -10,17 +11,40 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
-from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers
+from django.http import HttpResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
+from rest_framework import exceptions, serializers, status
+from rest_framework.decorators import action
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from evalhub.api.serializers import UsdField
-from evalhub.api.views import ReadOnlyViewSet
-from runs.filters import ExecutionFilter, RunFilter
-from runs.models import Attempt, AttemptOutcome, Classification, Execution, ExecutionStatus, Run, RunStatus, Trigger
+from evalhub.api.views import ApiViewMixin, ReadOnlyViewSet
+from runs.exports import EXPORT_FORMATS, export_report
+from runs.filters import AlertFilter, ExecutionFilter, ReportFilter, RunFilter, ScorecardFilter
+from runs.models import (
+    Alert,
+    AlertSeverity,
+    Attempt,
+    AttemptOutcome,
+    Classification,
+    Execution,
+    ExecutionStatus,
+    Report,
+    Run,
+    RunStatus,
+    Scorecard,
+    Trigger,
+)
 from runs.observations import finite_json
 from runs.queries import run_history
+from runs.reporting import refresh_run
+from runs.reports import compare_reports
+from schedules.services import iso_timestamp
 
 
 def run_queryset() -> QuerySet[Run]:
@@ -199,6 +223,27 @@ class RunViewSet(ReadOnlyViewSet):
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response(self._serializer(self.get_object()).data)
 
+    @extend_schema(
+        request=None,
+        responses={
+            201: inline_serializer("RefreshCreated", {"run": serializers.IntegerField(), "report": serializers.IntegerField()}),
+            400: OpenApiResponse(description='{"detail": "..."}: the run cannot be refreshed (a refresh, or not finished).'),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def refresh(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Re-score this run's stored observations under the current scoring rules (staff only).
+
+        Creates a replay-lane run labelled as a refresh: no runtime is called, nothing is spent,
+        and the refresh never counts in history, comparisons or alerts. 201 ``{run, report}``.
+        """
+        run = self.get_object()
+        try:
+            refresh = refresh_run(run, generated_at=iso_timestamp(timezone.now()))
+        except ValueError as exc:
+            raise exceptions.ParseError(str(exc)) from None
+        return Response({"run": refresh.pk, "report": refresh.report.pk}, status=status.HTTP_201_CREATED)
+
     def _serializer(self, runs: Run | list[Run], **kwargs: Any) -> RunSerializer:
         ids = [run.pk for run in runs] if isinstance(runs, list) else [runs.pk]
         context = {**self.get_serializer_context(), "failure_codes": failure_code_counts(ids)}
@@ -214,3 +259,226 @@ class ExecutionViewSet(ReadOnlyViewSet):
     queryset = execution_queryset()
     serializer_class = ExecutionSerializer
     filterset_class = ExecutionFilter
+
+
+# -- scorecards, reports, alerts, comparisons ------------------------------------------------------
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {},
+                      "description": "A reference document, as stored (camelCase keys, numbers as JSON)."})
+class DocumentField(serializers.JSONField):
+    """A stored reference document (scorecard, report, comparison), as is."""
+
+
+@extend_schema_field({"type": "object", "nullable": True, "additionalProperties": {},
+                      "description": "The comparison with the previous compatible report, or null (none, or a refresh)."})
+class ComparisonField(serializers.JSONField):
+    """A stored comparison document or null."""
+
+
+class ScorecardSerializer(serializers.Serializer):
+    """An execution's scorecard: the verdict copied out of the reference document, and the document."""
+
+    id = serializers.IntegerField(read_only=True)
+    run = serializers.IntegerField(source="execution.run_id", read_only=True)
+    execution = serializers.IntegerField(source="execution_id", read_only=True)
+    executionId = serializers.CharField(source="execution.execution_id", read_only=True)
+    caseId = serializers.CharField(source="execution.case_key", read_only=True)
+    candidateId = serializers.CharField(source="execution.candidate_key", read_only=True)
+    repetition = serializers.IntegerField(source="execution.repetition", read_only=True)
+    scoringVersion = serializers.CharField(source="scoring_version", read_only=True)
+    overallScore = serializers.FloatField(source="overall_score", read_only=True, allow_null=True)
+    gatePassed = serializers.BooleanField(source="gate_passed", read_only=True, allow_null=True)
+    passed = serializers.BooleanField(read_only=True, allow_null=True)
+    document = DocumentField(read_only=True)
+
+
+class ScorecardViewSet(ReadOnlyViewSet):
+    """Scorecards (``paperclip.runner.eval-scorecard.v2``), newest run first then schedule order:
+    ``/api/scorecards/`` and ``/api/scorecards/{id}/``. Filters: ``run``, ``candidate``, ``case``.
+    Skipped and infrastructure-failure executions have scorecards with null scores."""
+
+    queryset = Scorecard.objects.select_related("execution").order_by("-execution__run_id", "execution__position", "id")
+    serializer_class = ScorecardSerializer
+    filterset_class = ScorecardFilter
+
+
+class ReportCountsSerializer(serializers.Serializer):
+    """The report's aggregate counts."""
+
+    executions = serializers.IntegerField(read_only=True)
+    scoreable = serializers.IntegerField(read_only=True)
+    passed = serializers.IntegerField(read_only=True)
+    alerts = serializers.IntegerField(source="alert_count", read_only=True, help_text="Stored alerts (one per code, case and candidate).")
+
+
+class ReportSummarySerializer(serializers.Serializer):
+    """A run's report in a list: identity, bundle, refresh label, counts and mean overall score."""
+
+    id = serializers.IntegerField(read_only=True)
+    run = serializers.IntegerField(source="run_id", read_only=True)
+    bundleId = serializers.CharField(source="bundle_id", read_only=True)
+    isRefresh = serializers.BooleanField(source="is_refresh", read_only=True)
+    source = serializers.CharField(read_only=True)
+    generatedAt = serializers.CharField(source="generated_at", read_only=True)
+    scoringVersion = serializers.CharField(source="scoring_version", read_only=True)
+    counts = ReportCountsSerializer(source="*", read_only=True)
+    meanOverall = serializers.FloatField(source="mean_overall", read_only=True, allow_null=True)
+    previous = serializers.IntegerField(source="previous_id", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+
+
+class AlertSerializer(serializers.Serializer):
+    """One alert of a report, stored once per code, case and candidate (``occurrences`` counts the
+    repetitions the reference lists one by one). Run-wide alerts have null case and candidate."""
+
+    id = serializers.IntegerField(read_only=True)
+    report = serializers.IntegerField(source="report_id", read_only=True)
+    run = serializers.IntegerField(source="report.run_id", read_only=True)
+    bundleId = serializers.CharField(source="report.bundle_id", read_only=True)
+    code = serializers.CharField(read_only=True)
+    severity = serializers.ChoiceField(choices=AlertSeverity.choices, read_only=True)
+    caseId = serializers.CharField(source="case_key", read_only=True, allow_null=True)
+    candidateId = serializers.CharField(source="candidate_key", read_only=True, allow_null=True)
+    message = serializers.CharField(read_only=True)
+    occurrences = serializers.IntegerField(read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+
+    def to_representation(self, alert: Alert) -> dict[str, Any]:
+        data = super().to_representation(alert)
+        data["caseId"] = alert.case_key or None
+        data["candidateId"] = alert.candidate_key or None
+        return data
+
+
+class ReportSerializer(ReportSummarySerializer):
+    """One report: the summary plus the reference document, the comparison and the alerts."""
+
+    document = DocumentField(read_only=True)
+    comparison = ComparisonField(read_only=True)
+    alerts = AlertSerializer(many=True, read_only=True)
+
+
+class ExportNegotiation(DefaultContentNegotiation):
+    """On the export action ``?format=`` names an export, not one of DRF's renderers: its
+    errors render with the first renderer (JSON). Elsewhere, DRF's negotiation."""
+
+    def select_renderer(self, request: Request, renderers: list[Any], format_suffix: str | None = None) -> tuple[Any, str]:
+        view = (request.parser_context or {}).get("view")
+        if getattr(view, "action", None) == "export":
+            return renderers[0], renderers[0].media_type
+        return super().select_renderer(request, renderers, format_suffix)
+
+
+EXPORT_FORMAT_PARAMETER = OpenApiParameter(
+    "format", OpenApiTypes.STR, enum=list(EXPORT_FORMATS), default="json",
+    description="json ({report, alerts, comparison} as the reference's live-report.json), markdown, junit (JUnit XML) "
+    "or github (the CI job summary).",
+)
+
+
+class ReportViewSet(ReadOnlyViewSet):
+    """Run reports (``paperclip.runner.workflow-eval-report.v1``), newest first: ``/api/reports/``,
+    ``/api/reports/{id}/`` and ``/api/reports/{id}/export/?format=json|markdown|junit|github``.
+
+    Filters: ``run``, ``bundle``, ``refresh``. A refresh (``isRefresh: true``) re-scored a past
+    run's observations; it has no comparison and no alerts.
+    """
+
+    queryset = Report.objects.order_by("-created_at", "-id")
+    filterset_class = ReportFilter
+    content_negotiation_class = ExportNegotiation
+
+    def get_queryset(self) -> QuerySet[Report]:
+        queryset = super().get_queryset().annotate(alert_count=Count("alerts"))
+        if self.action == "list":
+            return queryset.defer("document", "comparison", "alert_documents", "rendered_json")
+        if self.action == "retrieve":
+            # The prefetched alerts get this report as theirs (no second load of its document).
+            return queryset.prefetch_related(Prefetch("alerts", queryset=Alert.objects.order_by("id")))
+        return queryset
+
+    def get_serializer_class(self) -> type[serializers.Serializer]:
+        return ReportSerializer if self.action == "retrieve" else ReportSummarySerializer
+
+    @extend_schema(
+        parameters=[EXPORT_FORMAT_PARAMETER],
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "text/markdown"): OpenApiTypes.STR,
+            (200, "application/xml"): OpenApiTypes.STR,
+            400: OpenApiResponse(description='{"format": ["..."]}: an unknown export format.'),
+        },
+        filters=False,
+    )
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def export(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
+        """The report exported as the reference nightly script writes it, as a downloadable file."""
+        fmt = request.query_params.get("format") or "json"
+        if fmt not in EXPORT_FORMATS:
+            raise exceptions.ValidationError({"format": [f"Unknown export format. Use one of: {', '.join(EXPORT_FORMATS)}."]})
+        content, content_type, filename = export_report(self.get_object(), fmt)
+        response = HttpResponse(content, content_type=content_type)
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
+
+
+class AlertViewSet(ReadOnlyViewSet):
+    """Alerts across bundles, newest first: ``/api/alerts/`` and ``/api/alerts/{id}/``.
+    Filters: ``bundle``, ``code``, ``severity``, ``run``."""
+
+    queryset = (
+        Alert.objects.select_related("report")
+        .defer("report__document", "report__comparison", "report__alert_documents", "report__rendered_json")
+        .order_by("-created_at", "-id")
+    )
+    serializer_class = AlertSerializer
+    filterset_class = AlertFilter
+
+
+class ComparisonQuerySerializer(serializers.Serializer):
+    current = serializers.IntegerField(min_value=1, help_text="Report id of the newer run.")
+    previous = serializers.IntegerField(min_value=1, help_text="Report id to compare it with.")
+
+
+class ComparisonView(ApiViewMixin, APIView):
+    """``GET /api/comparisons/?current=<report id>&previous=<report id>``: how ``current`` moved since
+    ``previous``, as the reference compares reports (``compatible: false`` when the bundles differ,
+    else pass-rate and overall deltas). 404 when a report does not exist."""
+
+    @extend_schema(
+        operation_id="comparison",
+        parameters=[
+            OpenApiParameter("current", OpenApiTypes.INT, required=True, description="Report id of the newer run."),
+            OpenApiParameter("previous", OpenApiTypes.INT, required=True, description="Report id to compare it with."),
+        ],
+        responses={
+            200: inline_serializer(
+                "Comparison",
+                {
+                    "current": serializers.IntegerField(),
+                    "previous": serializers.IntegerField(),
+                    "comparison": DocumentField(),
+                },
+            ),
+            400: OpenApiResponse(description='A bad parameter: {"<parameter>": ["..."]}.'),
+            404: OpenApiResponse(description="A report does not exist."),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        unknown = [name for name in request.query_params if name not in ("current", "previous")]
+        if unknown:
+            raise exceptions.ValidationError(
+                {name: ["Unknown query parameter. Accepted: current, previous."] for name in unknown}
+            )
+        query = ComparisonQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        ids = (query.validated_data["current"], query.validated_data["previous"])
+        reports = {report.pk: report for report in Report.objects.filter(pk__in=ids).only("id", "document")}
+        missing = [report_id for report_id in ids if report_id not in reports]
+        if missing:
+            raise exceptions.NotFound(f"There is no report {missing[0]}.")
+        current, previous = (reports[report_id] for report_id in ids)
+        return Response(
+            {"current": current.pk, "previous": previous.pk, "comparison": compare_reports(current.document, previous.document)}
+        )

@@ -1,10 +1,10 @@
-"""Query filters for the run and execution endpoints."""
+"""Query filters for the run, execution, scorecard, report and alert endpoints."""
 
 from __future__ import annotations
 
 import django_filters
 
-from runs.models import Classification, Execution, ExecutionStatus, Run, RunStatus, Trigger
+from runs.models import Alert, AlertSeverity, Classification, Execution, ExecutionStatus, Report, Run, RunStatus, Scorecard, Trigger
 
 
 class RunFilter(django_filters.FilterSet):
@@ -32,4 +32,41 @@ class ExecutionFilter(django_filters.FilterSet):
 
     class Meta:
         model = Execution
+        fields: list[str] = []
+
+
+class ScorecardFilter(django_filters.FilterSet):
+    """``run`` (id), ``candidate`` and ``case`` (ids)."""
+
+    run = django_filters.NumberFilter(field_name="execution__run_id")
+    candidate = django_filters.CharFilter(field_name="execution__candidate_key", help_text="Candidate id, e.g. codex-luna.")
+    case = django_filters.CharFilter(field_name="execution__case_key", help_text="Workflow case id, e.g. final-response.")
+
+    class Meta:
+        model = Scorecard
+        fields: list[str] = []
+
+
+class ReportFilter(django_filters.FilterSet):
+    """``run`` (id), ``bundle`` (bundle id) and ``refresh`` (true/false)."""
+
+    run = django_filters.NumberFilter(field_name="run_id")
+    bundle = django_filters.CharFilter(field_name="bundle_id", help_text="Bundle id, e.g. runner-live-v2-ede6023f7ccf4a1f.")
+    refresh = django_filters.BooleanFilter(field_name="is_refresh", help_text="Only refreshes (true) or only measurements (false).")
+
+    class Meta:
+        model = Report
+        fields: list[str] = []
+
+
+class AlertFilter(django_filters.FilterSet):
+    """``bundle`` (bundle id), ``code``, ``severity`` and ``run`` (id)."""
+
+    bundle = django_filters.CharFilter(field_name="report__bundle_id", help_text="Bundle id of the alert's report.")
+    code = django_filters.CharFilter(help_text="Alert code, e.g. safety_failure.")
+    severity = django_filters.ChoiceFilter(choices=AlertSeverity.choices)
+    run = django_filters.NumberFilter(field_name="report__run_id")
+
+    class Meta:
+        model = Alert
         fields: list[str] = []

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from evalhub.fields import DocumentField
 from evalhub.validation import SecretFreeModel
 from schedules.models import Schedule, ScheduleEntry
 
@@ -117,7 +118,10 @@ class Execution(models.Model):
     failure_category = models.CharField(max_length=32, blank=True)
     failure_retryable = models.BooleanField(null=True, blank=True)
     failure_message = models.TextField(blank=True)
-    observation = models.JSONField(null=True, blank=True)
+    observation = DocumentField(null=True, blank=True)
+    settlement_ms = models.PositiveIntegerField(
+        "settlement (ms)", null=True, blank=True, help_text="The observation's metrics.settlementMs, for trends."
+    )
     cost_usd = models.DecimalField("cost (USD)", max_digits=14, decimal_places=6, null=True, blank=True)
     cost_known = models.BooleanField(default=True)
     duration_ms = models.PositiveIntegerField("duration (ms)", null=True, blank=True)
@@ -183,7 +187,7 @@ class Scorecard(models.Model):
 
     execution = models.OneToOneField(Execution, on_delete=models.CASCADE, related_name="scorecard")
     scoring_version = models.CharField(max_length=32)
-    document = models.JSONField()
+    document = DocumentField()
     overall_score = models.FloatField(null=True, blank=True)
     gate_passed = models.BooleanField(null=True, blank=True)
     passed = models.BooleanField(null=True, blank=True)
@@ -207,8 +211,18 @@ class Report(models.Model):
     generated_at = models.CharField(max_length=64)
     is_refresh = models.BooleanField(default=False)
     scoring_version = models.CharField(max_length=32)
-    document = models.JSONField()
-    comparison = models.JSONField(null=True, blank=True)
+    document = DocumentField()
+    comparison = DocumentField(null=True, blank=True)
+    alert_documents = DocumentField(
+        default=list,
+        blank=True,
+        help_text="The alerts exactly as the reference computes them (repetitions included), for exports.",
+    )
+    rendered_json = models.TextField(
+        blank=True,
+        help_text="The {report, alerts, comparison} export as rendered when the report was made. "
+        "Exports read it because PostgreSQL's jsonb does not keep the documents' key order.",
+    )
     previous = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", help_text="The compared report."
     )

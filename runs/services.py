@@ -11,10 +11,13 @@ The orchestration follows the reference ``executeRunnerLiveSchedule`` and nightl
   it is not retried); a final infrastructure error becomes an ``infrastructure_failure``
   observation with a redacted message; any other exception is recorded as an
   ``executor_crashed`` infrastructure failure and the run goes on (one broken entry must not
-  lose the night); an observation that is not JSON is an ``invalid_observation`` failure;
+  lose the night); an observation the reference schema refuses (``validate_observation``, every
+  problem listed) is an ``invalid_observation`` infrastructure failure;
 * costs: failed attempts' billed costs count; an unknown cost (absent, NaN, infinite, negative,
   unbelievable) is counted at the candidate's ``maxCostUsd`` and flags the run ``has_unpriced``;
   non-finite metrics are stored as ``null`` (B5, B9);
+* a finished run is then scored and reported (``runs.reporting``); a reporting failure is
+  recorded in ``run.error`` and never undoes the executions;
 * every text a run stores or logs is redacted: secret shapes, and the values of every
   candidate's required variables and every credential-named variable (B12);
 * every execution is claimed with a conditional update before its executor is called and the
@@ -27,7 +30,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
@@ -43,13 +46,16 @@ from runs.models import (
     AttemptOutcome,
     Execution,
     ExecutionStatus,
+    Report,
     Run,
     RunStatus,
     Trigger,
 )
-from runs.observations import finite_json, missing_environment_message, observation_problems, unavailable_observation
+from runs.observation_schema import validate_observation
+from runs.observations import finite_json, missing_environment_message, unavailable_observation
+from runs.reporting import finish_reporting, scoreable_observation
 from schedules.models import Schedule, WorkflowCase
-from schedules.services import Selection, schedule_for_night, select_schedule
+from schedules.services import Selection, iso_timestamp, schedule_for_night, select_schedule
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +90,26 @@ class RunSummary:
     cost_ceiling_usd: Decimal = Decimal(0)
     has_unpriced: bool = False
     stopped_at_ceiling: bool = False
+    #: From the run's report, when it has one: scoreable and passed executions, and the number
+    #: of alerts as the reference counts them (repetitions included).
+    scoreable: int | None = None
+    passed: int | None = None
+    alerts: int | None = None
+
+    def reference_line(self) -> str:
+        """The nightly script's summary: ``P/S scoreable passed; I infrastructure, K skipped, A alert(s)``
+        (empty when the run has no report)."""
+        if self.scoreable is None:
+            return ""
+        counts = self.by_classification
+        return (
+            f"{self.passed}/{self.scoreable} scoreable passed; {counts.get('infrastructure_failure', 0)} infrastructure, "
+            f"{counts.get('skipped', 0)} skipped, {self.alerts} alert(s)"
+        )
 
     def line(self) -> str:
-        """``run 3: 40 executions — 0 completed, 0 candidate failures, 0 infrastructure failures, 40 skipped (…); spent $0.00 of $12.00``."""
+        """``run 3: 40 executions — 0 completed, 0 candidate failures, 0 infrastructure failures, 40 skipped (…); spent $0.00 of $12.00``,
+        then, once the run is reported, `` · `` and :meth:`reference_line`."""
         counts = self.by_classification
         codes = ", ".join(f"{count} {code}" for code, count in sorted(self.by_failure_code.items()))
         spent = f"${self.spent_usd:.2f}" + (" + unpriced" if self.has_unpriced else "")
@@ -97,11 +120,13 @@ class RunSummary:
             + (f" ({codes})" if codes else "")
             + f"; spent {spent} of ${self.cost_ceiling_usd:.2f}"
             + (" (stopped at the ceiling)" if self.stopped_at_ceiling else "")
+            + (f" · {self.reference_line()}" if self.scoreable is not None else "")
         )
 
 
-def summarize(run: Run) -> RunSummary:
-    """Counts per classification and failure code for ``run`` (two queries)."""
+def summarize(run: Run, *, with_report: bool = False) -> RunSummary:
+    """Counts per classification and failure code for ``run`` (three queries); ``with_report``
+    adds its report's scoreable, passed and alert counts (one more query)."""
     executions = run.executions.aggregate(total=Count("id"))["total"]
     by_classification = dict(
         run.executions.exclude(classification="").values_list("classification").annotate(n=Count("id")).values_list("classification", "n")
@@ -109,7 +134,14 @@ def summarize(run: Run) -> RunSummary:
     by_code = dict(
         run.executions.exclude(failure_code="").values_list("failure_code").annotate(n=Count("id")).values_list("failure_code", "n")
     )
+    report = (
+        Report.objects.filter(run_id=run.pk).values_list("scoreable", "passed", "alert_documents").first() if with_report else None
+    )
+    scoreable, passed, alert_documents = report if report is not None else (None, None, None)
     return RunSummary(
+        scoreable=scoreable,
+        passed=passed,
+        alerts=len(alert_documents or []) if report is not None else None,
         run_id=run.pk,
         executions=executions,
         by_classification=by_classification,
@@ -192,7 +224,7 @@ def execute_run(run: Run, *, environ: Mapping[str, str], progress: ProgressCallb
     does nothing and spends nothing).
     """
     if not claim_run(run):
-        return summarize(run)
+        return summarize(run, with_report=True)
     return _execute_claimed(run, environ=environ, progress=progress)
 
 
@@ -217,7 +249,9 @@ def _execute_claimed(run: Run, *, environ: Mapping[str, str], progress: Progress
         raise
     Run.objects.filter(pk=run.pk).update(status=RunStatus.FINISHED, finished_at=timezone.now())
     run.refresh_from_db()
-    return summarize(run)
+    # Score and report the finished run; a failure is recorded in run.error, never undoing it.
+    finish_reporting(run, generated_at=iso_timestamp(timezone.now()), secrets=secrets)
+    return summarize(run, with_report=True)
 
 
 def _claim_execution(execution: Execution) -> bool:
@@ -339,7 +373,7 @@ def _execute_one(
             )
             _record(execution, observation, cost=attempt_cost, cost_known=True, started=started)
             return
-        problems = observation_problems(observation)
+        problems = stored_observation_problems(observation, secrets=secrets)
         if problems:
             message = redact("the executor returned an invalid observation: " + "; ".join(problems), extra_values=secrets)
             _attempt(execution, number, AttemptOutcome.CRASH, attempt_started, attempt_clock,
@@ -350,7 +384,7 @@ def _execute_one(
             )
             _record(execution, observation, cost=attempt_cost, cost_known=True, started=started)
             return
-        observation = finite_json(redact_data(observation, extra_values=secrets))
+        observation = _stored_form(observation, secrets)
         cost = _finite_cost(observation["metrics"].get("costUsd"))
         _attempt(execution, number, AttemptOutcome.OBSERVATION, attempt_started, attempt_clock,
                  code="", retryable=None, message="", cost=cost)
@@ -361,6 +395,29 @@ def _execute_one(
         else:
             _record(execution, observation, cost=attempt_cost + cost, cost_known=True, started=started)
         return
+
+
+def _stored_form(observation: Any, secrets: list[str]) -> Any:
+    """The observation as it is stored: redacted, non-finite numbers as null (B9)."""
+    return finite_json(redact_data(observation, extra_values=secrets))
+
+
+def stored_observation_problems(observation: Any, *, secrets: Sequence[str] = ()) -> list[str]:
+    """Every problem with an observation an executor returned, against the reference schema
+    (``validate_observation``); empty when it may be stored.
+
+    Checked in its stored form (redacted, non-finite numbers as null) as the scorer reads it
+    (``scoreable_observation``: unknown metrics and an unusable cost left out), so a NaN cost
+    or latency is an unknown value, not a reason to lose the execution (B5, B9), while
+    anything else the schema refuses is an invalid observation.
+    """
+    if not isinstance(observation, dict):
+        return ["observation must be a JSON object"]
+    try:
+        stored = _stored_form(observation, list(secrets))
+    except Exception:  # a value redaction cannot walk: report it as validation would
+        return validate_observation(observation)
+    return validate_observation(scoreable_observation(stored))
 
 
 def _retry_wait(error: InfrastructureError) -> float | None:
@@ -410,6 +467,14 @@ def _attempt(execution, number, outcome, started_at, clock, *, code, retryable, 
     )
 
 
+def settlement_ms(observation: Mapping[str, Any]) -> int | None:
+    """``metrics.settlementMs`` as a whole number of ms, or None when absent or not a finite non-negative number."""
+    value = (observation.get("metrics") or {}).get("settlementMs")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return min(int(value), 2_147_483_647)
+
+
 def _record(execution: Execution, observation: dict[str, Any], *, cost: Decimal, cost_known: bool, started: float) -> None:
     """Store the observation and add its cost to the run's spend, in one transaction."""
     failure = observation.get("failure") or {}
@@ -422,6 +487,7 @@ def _record(execution: Execution, observation: dict[str, Any], *, cost: Decimal,
             failure_retryable=failure.get("retryable") if isinstance(failure.get("retryable"), bool) else None,
             failure_message=redact(str(failure.get("message", ""))),
             observation=observation,
+            settlement_ms=settlement_ms(observation),
             cost_usd=cost,
             cost_known=cost_known,
             duration_ms=int((time.monotonic() - started) * 1000),
@@ -478,6 +544,6 @@ def start_nightly(
     trigger = Trigger.NIGHTLY if selection.is_empty else Trigger.MANUAL
     run, run_created = create_run(schedule=schedule, cost_ceiling_usd=cost_ceiling_usd, selection=selection, trigger=trigger)
     if not claim_run(run):
-        return NightlyOutcome(schedule, schedule_created, run, run_created, summarize(run), executed=False)
+        return NightlyOutcome(schedule, schedule_created, run, run_created, summarize(run, with_report=True), executed=False)
     summary = _execute_claimed(run, environ=environ, progress=progress)
     return NightlyOutcome(schedule, schedule_created, run, run_created, summary, executed=True)

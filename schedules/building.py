@@ -25,6 +25,8 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
+from candidates.secrets import secret_kinds
+
 
 class ScheduleError(ValueError):
     """A schedule input is invalid; the message says which value and how to fix it."""
@@ -252,6 +254,11 @@ def _check_seed(seed: str) -> None:
         raise ScheduleError(
             f"schedule seed must be at most {MAX_SEED_LENGTH} characters, not {len(seed)}"
         )
+    kinds = secret_kinds(seed)
+    if kinds or "\x00" in seed:
+        # The seed is stored, shown and hashed into execution ids: it must never carry a secret.
+        what = f"looks like a secret ({', '.join(kinds)})" if kinds else "contains a NUL character"
+        raise ScheduleError(f"schedule seed {what}; use a plain name such as {DEFAULT_SEED}")
 
 
 def _check_cases(cases: Sequence[Mapping[str, Any]]) -> None:

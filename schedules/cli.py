@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from django.core.management.base import CommandError
 
+from candidates.secrets import redact
 from evalhub.conf import evalhub_setting
 from schedules.building import ScheduleError, parse_campaign_cost_limit
 from schedules.services import Selection
@@ -38,7 +40,7 @@ def selection_from_options(options: dict[str, Any]) -> Selection:
     limit = options.get("limit")
     if limit is not None:
         text = str(limit).strip()
-        if not text.isdigit() or int(text) <= 0:
+        if not re.fullmatch(r"[0-9]+", text) or int(text) <= 0:
             raise CommandError(f"--limit must be a positive whole number, not {limit!r}")
         limit = int(text)
     return Selection(
@@ -63,4 +65,4 @@ def cost_ceiling() -> Any:
     try:
         return parse_campaign_cost_limit(evalhub_setting("MAX_CAMPAIGN_COST_USD"))
     except ScheduleError as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(redact(str(exc))) from None

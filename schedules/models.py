@@ -14,7 +14,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from evalhub.validation import SecretFreeModel, key_validator
+from evalhub.fields import DocumentField
+from evalhub.validation import SecretFreeModel, key_validator, position_validators
 from schedules.building import CANDIDATE_SCHEMA, SCHEDULE_SCHEMA  # noqa: F401  (re-exported)
 from schedules.case_schema import assertions_problems, steps_problems
 
@@ -36,7 +37,7 @@ class WorkflowCase(SecretFreeModel):
     steps = models.JSONField(default=list, help_text="The scenario's steps, e.g. [{\"kind\": \"run_start\", \"taskMode\": \"ask\"}].")
     assertions = models.JSONField(default=dict, blank=True)
     repetitions = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(20)])
-    position = models.PositiveIntegerField(default=0, help_text="Catalog order.")
+    position = models.PositiveIntegerField(default=0, help_text="Catalog order.", validators=position_validators)
     version = models.PositiveIntegerField(default=1)
 
     class Meta:
@@ -120,7 +121,7 @@ class ChaosScenario(SecretFreeModel):
     lane = models.CharField(max_length=16, choices=Lane.choices, default=Lane.CHAOS)
     fault = models.CharField(max_length=32, choices=Fault.choices)
     expected_invariant = models.CharField(max_length=300)
-    position = models.PositiveIntegerField(default=0)
+    position = models.PositiveIntegerField(default=0, validators=position_validators)
 
     class Meta:
         ordering = ["position", "id"]
@@ -128,6 +129,11 @@ class ChaosScenario(SecretFreeModel):
         constraints = [
             models.UniqueConstraint(
                 fields=["key"], name="chaos_key_unique", violation_error_message="A chaos scenario with this id already exists."
+            ),
+            models.UniqueConstraint(
+                fields=["position"],
+                name="chaos_position_unique",
+                violation_error_message="Another chaos scenario already has this position.",
             ),
             models.CheckConstraint(
                 condition=Q(fault__in=Fault.values),
@@ -165,7 +171,7 @@ class Schedule(models.Model):
     rotation_day = models.PositiveSmallIntegerField(validators=[MaxValueValidator(6)])
     night = models.DateField(help_text="The UTC date this schedule is for.")
     generated_at = models.CharField(max_length=64)
-    candidates = models.JSONField(default=list)
+    candidates = DocumentField(default=list)
     expected_executions = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -212,8 +218,8 @@ class ScheduleEntry(models.Model):
     candidate_key = models.CharField("candidate", max_length=100)
     slot_key = models.CharField("slot", max_length=100)
     repetition = models.PositiveIntegerField()
-    candidate = models.JSONField(help_text="The candidate document as it was when the schedule was built.")
-    budget = models.JSONField(help_text="The budget document as it was when the schedule was built.")
+    candidate = DocumentField(help_text="The candidate document as it was when the schedule was built.")
+    budget = DocumentField(help_text="The budget document as it was when the schedule was built.")
 
     class Meta:
         ordering = ["schedule", "position"]

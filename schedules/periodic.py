@@ -11,6 +11,10 @@ from evalhub.conf import evalhub_setting
 
 NIGHTLY_TASK_NAME = "evalhub-nightly"
 NIGHTLY_TASK_FUNC = "schedules.tasks.run_nightly"
+PRUNE_TASK_NAME = "evalhub-prune-history"
+PRUNE_TASK_FUNC = "runs.tasks.prune_history"
+#: The daily history pruning runs at this UTC time, away from the nightly.
+PRUNE_TIME_UTC = dt.time(12, 0, tzinfo=dt.UTC)
 _HH_MM = re.compile(r"(?P<hours>[01][0-9]|2[0-3]):(?P<minutes>[0-5][0-9])")
 
 
@@ -31,7 +35,8 @@ def next_occurrence(at: dt.time, *, now: dt.datetime) -> dt.datetime:
 
 
 def declare_periodic_tasks(*, now: dt.datetime) -> list[QSchedule]:
-    """Create or update the nightly django-q2 schedule; returns the declared rows.
+    """Create or update the nightly and the daily history-pruning django-q2 schedules; returns
+    the declared rows (nightly first).
 
     The task runs daily at ``EVALHUB_NIGHTLY_TIME_UTC``; the nightly itself is idempotent per
     night, so a late, repeated or caught-up delivery spends nothing. ``next_run`` is only moved
@@ -59,4 +64,21 @@ def declare_periodic_tasks(*, now: dt.datetime) -> list[QSchedule]:
                 changed.append(attribute)
         if changed:
             task.save(update_fields=changed)
-    return [task]
+    return [task, _declare_daily(PRUNE_TASK_NAME, PRUNE_TASK_FUNC, PRUNE_TIME_UTC, now=now)]
+
+
+def _declare_daily(name: str, func: str, at: dt.time, *, now: dt.datetime) -> QSchedule:
+    """A daily task by name, created at its next ``at``; an existing row keeps its next run."""
+    task, created = QSchedule.objects.get_or_create(
+        name=name,
+        defaults={"func": func, "schedule_type": QSchedule.DAILY, "repeats": -1, "next_run": next_occurrence(at, now=now)},
+    )
+    if not created:
+        changed = []
+        for attribute, value in (("func", func), ("schedule_type", QSchedule.DAILY), ("repeats", -1)):
+            if getattr(task, attribute) != value:
+                setattr(task, attribute, value)
+                changed.append(attribute)
+        if changed:
+            task.save(update_fields=changed)
+    return task

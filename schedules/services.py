@@ -229,6 +229,7 @@ def load_chaos_scenarios(documents: Sequence[Mapping[str, Any]]) -> int:
     created = 0
     with transaction.atomic():
         existing = {scenario.key: scenario for scenario in ChaosScenario.objects.all()}
+        ChaosScenario.objects.update(position=F("position") + REORDER_OFFSET)
         for position, document in enumerate(documents):
             scenario = existing.get(document["id"]) or ChaosScenario(key=document["id"])
             created += scenario.pk is None
@@ -236,8 +237,9 @@ def load_chaos_scenarios(documents: Sequence[Mapping[str, Any]]) -> int:
             scenario.fault = document["fault"]
             scenario.expected_invariant = document["expectedInvariant"]
             scenario.position = position
-            scenario.full_clean()
+            scenario.full_clean(validate_constraints=False)
             scenario.save()
+        _compact_positions(ChaosScenario)
     return created
 
 

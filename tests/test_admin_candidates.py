@@ -218,7 +218,7 @@ def test_the_changelist_saves_an_edited_model(staff_client) -> None:
 
 @pytest.mark.parametrize(("row", "message"), [({"model": "  "}, "This field is required."), ({"tier": "premium"}, "Select a valid choice")])
 def test_the_changelist_reports_a_bad_row_as_a_form_error(staff_client, row: dict[str, str], message: str) -> None:
-    candidate = make_candidate()
+    candidate = make_candidate(model="gpt-5.6-luna")
     response = staff_client.post(reverse("admin:candidates_candidate_changelist"), changelist_post([candidate], **row))
     assert response.status_code == 200
     assert message in str(response.context["cl"].formset.errors)

@@ -147,7 +147,7 @@ def test_an_error_message_that_quotes_a_secret_shaped_name_is_redacted(staff_cli
     ],
 )
 def test_the_candidate_change_view_refuses_a_secret_and_does_not_send_it_back(staff_client, field: str, value: str, label: str) -> None:
-    candidate = make_candidate(key="codex-luna")
+    candidate = make_candidate(key="codex-luna", model="gpt-5.6-luna")
     url = reverse("admin:candidates_candidate_change", args=[candidate.pk])
     data = admin_form_data(staff_client.get(url))
     data[field] = value
@@ -192,7 +192,7 @@ def test_the_slot_change_view_refuses_a_secret_shaped_slot_id(staff_client) -> N
     ],
 )
 def test_the_candidate_inline_refuses_a_secret_and_does_not_send_it_back(staff_client, field: str, value: str, label: str) -> None:
-    candidate = make_candidate(key="codex-luna")
+    candidate = make_candidate(key="codex-luna", model="gpt-5.6-luna")
     url = reverse("admin:candidates_slot_change", args=[candidate.slot.pk])
     data = admin_form_data(staff_client.get(url))
     data[f"candidates-{inline_index(data, 'candidates', 'codex-luna')}-{field}"] = value
@@ -228,7 +228,7 @@ def test_a_new_inline_row_on_the_slot_add_view_refuses_a_secret(staff_client, fi
 
 
 def test_the_candidate_changelist_refuses_a_secret_and_does_not_send_it_back(staff_client) -> None:
-    candidate = make_candidate()
+    candidate = make_candidate(model="gpt-5.6-luna")
     data = {
         "form-TOTAL_FORMS": "1",
         "form-INITIAL_FORMS": "1",

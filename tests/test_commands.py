@@ -207,7 +207,8 @@ def test_nightly_execute_prints_a_one_line_summary(reference_catalog: None, no_c
         "skipped executions need provider credentials: set ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY "
         "in the environment (only names are configured; values are never stored)",
         f"run {run_row.pk}: 40 executions — 0 completed, 0 candidate failures, 0 infrastructure failures, "
-        "40 skipped (40 qualification_environment_missing); spent $0.00 of $12.00",
+        "40 skipped (40 qualification_environment_missing); spent $0.00 of $12.00 · "
+        "0/0 scoreable passed; 0 infrastructure, 40 skipped, 0 alert(s)",
     ]
 
 
@@ -222,7 +223,7 @@ def test_nightly_execute_with_credentials_counts_each_outcome(
     run_row = Run.objects.get()
     assert output.splitlines()[-1] == (
         f"run {run_row.pk}: 40 executions — 30 completed, 0 candidate failures, 10 infrastructure failures, 0 skipped "
-        "(10 replay_missing); spent $1.50 of $12.00"
+        "(10 replay_missing); spent $1.50 of $12.00 · 30/30 scoreable passed; 10 infrastructure, 0 skipped, 0 alert(s)"
     )
     assert len(REPLAY_CALLS) == 40
 
@@ -289,7 +290,7 @@ def test_nightly_refuses_a_bad_cost_ceiling_naming_the_variable(reference_catalo
 def test_nightly_uses_the_configured_cost_ceiling(reference_catalog: None, settings: Any, no_credentials: None) -> None:
     settings.EVALHUB = {**settings.EVALHUB, "MAX_CAMPAIGN_COST_USD": " 2.5 "}
     output = run("nightly", "--generated-at", GENERATED_AT, "--execute", "--no-progress", "--limit", "1")
-    assert output.rstrip().endswith("spent $0.00 of $2.50")
+    assert output.rstrip().endswith("spent $0.00 of $2.50 · 0/0 scoreable passed; 0 infrastructure, 1 skipped, 0 alert(s)")
     assert Run.objects.get().cost_ceiling_usd == Decimal("2.5")
 
 

@@ -195,7 +195,7 @@ def test_calling_the_task_function_twice_spends_once(catalog: None, process_envi
 def run_summary_line(run: Run) -> str:
     from runs.services import summarize
 
-    return summarize(run).line()
+    return summarize(run, with_report=True).line()
 
 
 def test_a_failed_task_stores_only_a_redacted_message(

@@ -540,3 +540,29 @@ def test_the_command_lists_every_problem_and_says_nothing_changed(tmp_path: Path
     ) in message
     assert B8_OPENAI not in message
     assert json.dumps(export_manifest()) == before
+
+
+def test_an_import_with_two_candidates_running_one_model_in_a_slot_names_both(reference_catalog) -> None:
+    from candidates.services import ManifestError, export_manifest, import_manifest
+
+    document = export_manifest()
+    before = json.dumps(document)
+    twin = dict(document["slots"][1]["candidates"][0], id="opencode-kimi-twin")
+    twin["model"] = twin["model"].upper()
+    document["slots"][1]["candidates"].append(twin)
+    with pytest.raises(ManifestError) as caught:
+        import_manifest(document)
+    assert (
+        "slot opencode-strong, candidate opencode-kimi-twin, field model: candidate opencode-kimi in this slot already "
+        "runs this model (names compared ignoring case) with this adapter and reasoning effort"
+    ) in caught.value.problems
+    assert json.dumps(export_manifest()) == before
+
+
+def test_an_import_of_a_file_nested_too_deeply_is_a_clear_error(tmp_path) -> None:
+    from django.core.management import CommandError, call_command
+
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 2000 + "]" * 2000)
+    with pytest.raises(CommandError, match="nested too deeply"):
+        call_command("import_manifest", str(path))

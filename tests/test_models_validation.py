@@ -628,3 +628,63 @@ def test_constraints_make_a_second_delivery_harmless() -> None:
     _integrity_error(
         lambda: Attempt.objects.create(execution=execution, number=1, outcome="crash", started_at=now, finished_at=now)
     )
+
+
+# --- added after the bad-input review ---------------------------------------------------------------
+
+
+def test_a_second_candidate_running_the_same_model_in_a_slot_is_refused_ignoring_case(db) -> None:
+    from candidates.models import Candidate
+    from django.core.exceptions import ValidationError
+    from tests.builders import make_candidate
+
+    first = make_candidate(model="gpt-4o")
+    copy = Candidate(
+        key="copy", slot=first.slot, position=1, adapter=first.adapter, provider=first.provider,
+        model="GPT-4o ", tier="strong", required_environment=[], budget=first.budget,
+    )
+    with pytest.raises(ValidationError, match="already has a candidate running this model"):
+        copy.full_clean()
+    copy.reasoning_effort = "high"
+    copy.full_clean()  # another reasoning effort is another candidate
+
+
+@pytest.mark.parametrize("position", [1_000_000, 5_000_000])
+def test_positions_at_or_above_the_reorder_offset_are_refused(db, position: int) -> None:
+    from django.core.exceptions import ValidationError
+    from candidates.models import Slot
+
+    with pytest.raises(ValidationError, match="Position must be at most 999999"):
+        Slot(key="late", position=position).full_clean()
+
+
+@pytest.mark.parametrize("value", ["a\x00b", ["ok", "a\x00"], {"k\x00": 1}])
+def test_nul_characters_are_refused_in_text_and_json_fields(db, value) -> None:
+    from django.core.exceptions import ValidationError
+    from tests.builders import make_case
+
+    field = "title" if isinstance(value, str) else "tags"
+    kwargs = {field: value} if field == "title" else {"tags": value if isinstance(value, list) else ["x"], "assertions": value if isinstance(value, dict) else {}}
+    with pytest.raises(ValidationError, match="NUL character"):
+        make_case(**kwargs)
+
+
+def test_json_nested_too_deeply_is_refused(db) -> None:
+    from django.core.exceptions import ValidationError
+    from tests.builders import make_case
+
+    deep: list = []
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(ValidationError, match="nested too deeply"):
+        make_case(tags=deep)
+
+
+def test_a_secret_shaped_seed_is_refused_before_anything_is_stored() -> None:
+    from schedules.building import ScheduleError, build_schedule
+    from tests.reference import reference_cases, reference_manifest_slots
+
+    seed = "ghp_" + "A1b2C3d4" * 4 + "E5f6"
+    with pytest.raises(ScheduleError, match=r"schedule seed looks like a secret \(GitHub token\)") as caught:
+        build_schedule(seed=seed, rotation_day=0, generated_at="2026-08-24", slots=reference_manifest_slots(), cases=reference_cases())
+    assert seed not in str(caught.value)

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from django.core.management import call_command
 
+from runs.models import Alert
 from runs.services import start_nightly
 
 pytestmark = pytest.mark.django_db
@@ -32,8 +33,17 @@ ENDPOINTS = {
     "/api/coverage/": {"get"},
     "/api/runs/": {"get"},
     "/api/runs/{id}/": {"get"},
+    "/api/runs/{id}/refresh/": {"post"},
     "/api/executions/": {"get"},
     "/api/executions/{id}/": {"get"},
+    "/api/scorecards/": {"get"},
+    "/api/scorecards/{id}/": {"get"},
+    "/api/reports/": {"get"},
+    "/api/reports/{id}/": {"get"},
+    "/api/reports/{id}/export/": {"get"},
+    "/api/alerts/": {"get"},
+    "/api/alerts/{id}/": {"get"},
+    "/api/comparisons/": {"get"},
 }
 
 
@@ -126,8 +136,13 @@ def test_every_endpoint_renders_in_the_browsable_api_and_answers_options(referen
         "/api/schedules/{id}/": outcome.schedule.pk,
         "/api/runs/{id}/": outcome.run.pk,
         "/api/executions/{id}/": outcome.run.executions.first().pk,
+        "/api/scorecards/{id}/": outcome.run.executions.first().scorecard.pk,
+        "/api/reports/{id}/": outcome.run.report.pk,
+        "/api/alerts/{id}/": Alert.objects.create(report=outcome.run.report, code="safety_failure", severity="critical", message="m").pk,
     }
-    for path in ["/api/", *ENDPOINTS]:
+    # Not browsable pages: a POST-only action, a file download and an endpoint that needs its parameters.
+    not_browsable = {"/api/runs/{id}/refresh/", "/api/reports/{id}/export/", "/api/comparisons/"}
+    for path in ["/api/", *(path for path in ENDPOINTS if path not in not_browsable)]:
         url = path.replace("{id}", str(detail_ids.get(path))).replace("{name}", str(detail_ids.get(path)))
         page = staff_client.get(url, HTTP_ACCEPT="text/html")
         options = staff_client.options(url)
@@ -135,3 +150,11 @@ def test_every_endpoint_renders_in_the_browsable_api_and_answers_options(referen
         assert page.status_code == 200, url
         assert b"<html" in page.content
         assert options.status_code == 200, url
+
+
+def test_report_export_documents_its_formats(schema):
+    operation = schema["paths"]["/api/reports/{id}/export/"]["get"]
+    (parameter,) = [p for p in operation["parameters"] if p["name"] == "format"]
+    assert sorted(parameter["schema"]["enum"]) == ["github", "json", "junit", "markdown"]
+    assert set(operation["responses"]["200"]["content"]) == {"application/json", "text/markdown", "application/xml"}
+    assert "400" in operation["responses"]

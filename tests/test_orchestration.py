@@ -205,7 +205,7 @@ def test_the_crossing_execution_completes_and_later_ones_skip(schedule, replay_e
     assert run.spent_usd == Decimal("0.6")
     assert run.stopped_at_ceiling is True
     assert summary.stopped_at_ceiling is True
-    assert summary.line().endswith("spent $0.60 of $0.50 (stopped at the ceiling)")
+    assert "spent $0.60 of $0.50 (stopped at the ceiling) · 2/2 scoreable passed; 0 infrastructure, 2 skipped, 0 alert(s)" in summary.line()
 
 
 def test_a_run_under_the_ceiling_is_not_marked_stopped(schedule, replay_executors) -> None:
@@ -316,7 +316,7 @@ def test_an_unknown_cost_is_counted_at_the_candidates_budget(schedule, replay_ex
     assert execution.cost_usd == Decimal("1.5")  # codex-luna's maxCostUsd, never $0
     run.refresh_from_db()
     assert (run.spent_usd, run.has_unpriced) == (Decimal("1.5"), True)
-    assert summary.line().endswith("spent $1.50 + unpriced of $12.00")
+    assert summary.line().endswith("spent $1.50 + unpriced of $12.00 · 1/1 scoreable passed; 0 infrastructure, 0 skipped, 0 alert(s)")
     # The stored document is valid JSON on every database: no NaN or Infinity token.
     json.dumps(execution.observation, allow_nan=False)
     assert execution.attempts.get().cost_usd is None
@@ -387,14 +387,14 @@ def test_an_unexpected_exception_is_recorded_and_the_run_goes_on(schedule, repla
     ("returned", "problem"),
     [
         ("not a dict", "observation must be a JSON object"),
-        ({"schema": "v0", "classification": "completed", "metrics": {}}, "observation schema must be"),
+        ({"schema": "v0", "classification": "completed", "metrics": {}}, "schema must be paperclip.runner.workflow-observation.v1"),
         (
             {"schema": "paperclip.runner.workflow-observation.v1", "classification": "great", "metrics": {}},
-            "classification must be one of completed, candidate_failure, infrastructure_failure, skipped",
+            "classification must be one of: completed, candidate_failure, infrastructure_failure, skipped",
         ),
         (
             {"schema": "paperclip.runner.workflow-observation.v1", "classification": "skipped", "metrics": {}},
-            "skipped and infrastructure_failure observations require failure metadata",
+            "failure is required when classification is infrastructure_failure or skipped",
         ),
         (
             {"schema": "paperclip.runner.workflow-observation.v1", "classification": "completed", "metrics": []},
@@ -403,7 +403,7 @@ def test_an_unexpected_exception_is_recorded_and_the_run_goes_on(schedule, repla
         (
             {"schema": "paperclip.runner.workflow-observation.v1", "classification": "completed", "metrics": {},
              "extra": {1, 2}},
-            "observation must hold only JSON values",
+            "extra is not a JSON value",
         ),
     ],
 )

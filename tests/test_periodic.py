@@ -87,7 +87,12 @@ def test_setup_schedules_declares_one_daily_nightly() -> None:
     assert row.args in (None, "") and row.kwargs in (None, "")
     next_run = row.next_run.astimezone(dt.UTC)
     assert (next_run.hour, next_run.minute) == (4, 0)
-    assert output == f"evalhub-nightly: schedules.tasks.run_nightly daily, next run {next_run:%Y-%m-%d %H:%M} UTC\n"
+    prune = QSchedule.objects.get(name="evalhub-prune-history")
+    assert (prune.func, prune.schedule_type, prune.repeats) == ("runs.tasks.prune_history", QSchedule.DAILY, -1)
+    assert output == (
+        f"evalhub-nightly: schedules.tasks.run_nightly daily, next run {next_run:%Y-%m-%d %H:%M} UTC\n"
+        f"evalhub-prune-history: runs.tasks.prune_history daily, next run {prune.next_run.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC\n"
+    )
 
 
 def test_setup_schedules_twice_changes_nothing() -> None:

@@ -1,4 +1,5 @@
-"""The REST API under ``/api/``: the catalog (read, staff write), schedules, coverage, runs and executions."""
+"""The REST API under ``/api/``: the catalog (read, staff write), schedules, coverage, runs, executions,
+scorecards, reports, alerts and comparisons."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from candidates.api import BudgetViewSet, CandidateViewSet, SlotViewSet
-from runs.api import ExecutionViewSet, RunViewSet
+from runs.api import AlertViewSet, ComparisonView, ExecutionViewSet, ReportViewSet, RunViewSet, ScorecardViewSet
 from schedules.api import ChaosScenarioViewSet, CoverageView, ScheduleViewSet, SchedulePreviewView, WorkflowCaseViewSet
 
 
@@ -26,10 +27,14 @@ router.register("chaos-scenarios", ChaosScenarioViewSet, basename="chaos-scenari
 router.register("schedules", ScheduleViewSet, basename="schedule")
 router.register("runs", RunViewSet, basename="run")
 router.register("executions", ExecutionViewSet, basename="execution")
+router.register("scorecards", ScorecardViewSet, basename="scorecard")
+router.register("reports", ReportViewSet, basename="report")
+router.register("alerts", AlertViewSet, basename="alert")
 
 urlpatterns = [
     # Before the router, so "preview" is never read as a schedule id.
     path("schedules/preview/", SchedulePreviewView.as_view(), name="schedule-preview"),
     path("coverage/", CoverageView.as_view(), name="coverage"),
+    path("comparisons/", ComparisonView.as_view(), name="comparison"),
     *router.urls,
 ]

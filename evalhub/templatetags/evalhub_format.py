@@ -58,3 +58,62 @@ def duration(milliseconds: Any) -> str:
 def breakable(value: Any) -> str:
     """Escape ``value`` and allow line breaks after underscores (long snake_case codes in narrow cells)."""
     return mark_safe(escape(str(value)).replace("_", "_<wbr>"))
+
+
+def _decimal(value: Any) -> Decimal | None:
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        amount = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+    return amount if amount.is_finite() else None
+
+
+@register.filter
+def score3(value: Any) -> str:
+    """A score to 3 places, half up (``0.653``); ``—`` when there is none (unscored)."""
+    amount = _decimal(value)
+    return "—" if amount is None else str(amount.quantize(Decimal("0.001"), rounding=ROUND_HALF_UP))
+
+
+@register.filter
+def signed(value: Any) -> str:
+    """A delta with its sign: ``+0.083``, ``−0.266`` (a real minus sign), ``±0``; ``—`` for none."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    if amount == 0:
+        return "±0"
+    text = f"{abs(amount).normalize():f}"
+    return f"+{text}" if amount > 0 else f"\u2212{text}"
+
+
+@register.filter
+def percent(value: Any, places: int = 0) -> str:
+    """A rate in [0, 1] as a percentage (``83%``); ``—`` for none."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    quantum = Decimal(1).scaleb(-int(places))
+    return f"{(amount * 100).quantize(quantum, rounding=ROUND_HALF_UP)}%"
+
+
+@register.filter
+def gate(value: Any) -> str:
+    """A scorecard's gate: ``true``, ``false`` or ``—`` (unscored), as the reference prints booleans."""
+    return "true" if value is True else "false" if value is False else "—"
+
+
+@register.filter
+def verdict(value: Any) -> str:
+    """A scorecard's ``passed``: ``PASS``, ``FAIL`` or ``not scored``."""
+    return "PASS" if value is True else "FAIL" if value is False else "not scored"
+
+
+@register.filter
+def scorecard(execution: Any) -> Any:
+    """The execution's scorecard or None (no query once ``select_related("scorecard")``)."""
+    from runs.queries import scorecard_of
+
+    return scorecard_of(execution)

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from tqdm import tqdm
 
+from candidates.secrets import redact
 from runs.services import start_nightly
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
@@ -68,7 +69,7 @@ class Command(BaseCommand):
                 "see the coverage page or `manage.py schedule` to find the gap."
             ) from None
         except ScheduleError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(redact(str(exc))) from None
         finally:
             if bar is not None:
                 bar.close()

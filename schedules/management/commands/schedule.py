@@ -7,6 +7,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from candidates.secrets import redact
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, seed_from_options, selection_from_options
 from schedules.services import preview_schedule
@@ -29,7 +30,7 @@ class Command(BaseCommand):
                 selection=selection_from_options(options),
             )
         except ScheduleError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(redact(str(exc))) from None
         if options["json"]:
             self.stdout.write(json.dumps(document, indent=2))
             return

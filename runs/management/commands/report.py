@@ -1,0 +1,116 @@
+"""``manage.py report FILE [--format json|markdown|junit|github] [--compare PREVIOUS_REPORT_FILE]``.
+
+Builds a reference report from FILE (``-``: standard input), a JSON object
+``{source, bundle, generatedAt, results, traceability?, history?, baselineReady?}`` where
+``results`` are ``{scenarioId, candidateId, observation, scorecard}`` rows and ``history`` the
+earlier reports, oldest first (issue 3 §3). The workflow catalog and the operation catalog are
+evalhub's (the stored cases and ``CoverageCatalog``; the shipped reference data when none).
+
+* ``json`` (default): ``{"report", "alerts", "comparison"}`` as the nightly script's
+  ``live-report.json``; alerts from ``history`` and ``baselineReady`` (default false) as the
+  reference computes them; the comparison against the ``--compare`` report (compatible or not),
+  or null;
+* ``markdown``, ``junit``: the report's renderings;
+* ``github``: the CI summary with those alerts, plus the "Previous compatible bundle" section
+  when ``--compare`` is given.
+
+A compared or history file may hold a report or a ``{report, alerts, comparison}`` export.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from evalhub import reference_data
+from runs.exports import EXPORT_FORMATS, export_document
+from runs.management.commands.score import read_json
+from runs.models import CoverageCatalog
+from runs.renderers import render_github_summary
+from runs.reports import CANONICAL_OPERATION_IDS, CAPABILITY_CASES, build_report, compare_reports, compute_alerts
+from schedules.services import catalog_cases, iso_timestamp
+
+_INPUT_KEYS = {"source", "bundle", "generatedAt", "results", "traceability", "history", "baselineReady"}
+
+
+def _report_of(document: Any, what: str) -> dict[str, Any]:
+    """A report document, or the ``report`` of a ``{report, alerts, comparison}`` export."""
+    if isinstance(document, dict) and "schema" not in document and isinstance(document.get("report"), dict):
+        document = document["report"]
+    if not isinstance(document, dict) or not isinstance(document.get("bundle"), dict) or "aggregate" not in document:
+        raise CommandError(f"{what} is not a report (expected an object with bundle, aggregate and results)")
+    return document
+
+
+def _catalogs() -> tuple[list[dict[str, Any]], list[str], int]:
+    cases = catalog_cases() or reference_data.load("workflow-cases.json")["cases"]
+    row = CoverageCatalog.objects.order_by("pk").first()
+    if row is None:
+        return cases, list(CANONICAL_OPERATION_IDS), CAPABILITY_CASES
+    return cases, list(row.operation_ids), row.capability_cases
+
+
+def build_outputs(document: Any, previous: dict[str, Any] | None) -> tuple[dict[str, Any], list[dict[str, str]], dict[str, Any] | None]:
+    """``(report, alerts, comparison)`` for a report input document; ``CommandError`` if malformed."""
+    if not isinstance(document, dict):
+        raise CommandError("the input must be a JSON object {source, bundle, generatedAt, results, ...}")
+    unknown = sorted(set(document) - _INPUT_KEYS)
+    if unknown:
+        raise CommandError(f"unknown input key(s): {', '.join(unknown)}; expected {', '.join(sorted(_INPUT_KEYS))}")
+    results = document.get("results")
+    if not isinstance(results, list):
+        raise CommandError("results must be a list of {scenarioId, candidateId, observation, scorecard} rows")
+    history = document.get("history", [])
+    if not isinstance(history, list):
+        raise CommandError("history must be a list of earlier reports, oldest first")
+    baseline_ready = document.get("baselineReady", False)
+    if not isinstance(baseline_ready, bool):
+        raise CommandError("baselineReady must be true or false")
+    generated_at = document.get("generatedAt") or iso_timestamp(timezone.now())
+    cases, operation_ids, capability_cases = _catalogs()
+    try:
+        report = build_report(
+            source=document.get("source", "live"),
+            bundle=document["bundle"],
+            generated_at=generated_at,
+            results=results,
+            workflow_cases=cases,
+            traceability=document.get("traceability"),
+            operation_ids=operation_ids,
+            capability_cases=capability_cases,
+        )
+        earlier = [_report_of(item, f"history[{index}]") for index, item in enumerate(history)]
+        alerts = compute_alerts(report, history=earlier, baseline_ready=baseline_ready)
+        comparison = compare_reports(report, previous) if previous is not None else None
+    except KeyError as exc:
+        raise CommandError(f"the input lacks a field the report reads: {exc}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise CommandError(f"the input is not a valid report input: {exc}") from None
+    return report, alerts, comparison
+
+
+class Command(BaseCommand):
+    help = (
+        "Build a reference report from {source, bundle, generatedAt, results, traceability?, history?, baselineReady?} "
+        "and print it as json ({report, alerts, comparison}), markdown, junit or github."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("file", help="Path to the report input JSON file, or - for standard input.")
+        parser.add_argument("--format", choices=list(EXPORT_FORMATS), default="json", help="Output format (default json).")
+        parser.add_argument("--compare", metavar="PREVIOUS_REPORT_FILE", help="A previous report to compare with.")
+
+    def handle(self, *args, **options) -> None:
+        document = read_json(options["file"])
+        previous = None
+        if options["compare"]:
+            previous = _report_of(read_json(options["compare"]), options["compare"])
+        report, alerts, comparison = build_outputs(document, previous)
+        fmt = options["format"]
+        if fmt == "github" and previous is None:
+            text = render_github_summary(report, alerts)
+        else:
+            text = export_document(report, fmt, alerts=alerts, comparison=comparison)
+        self.stdout.write(text, ending="")

@@ -1,0 +1,71 @@
+"""``manage.py score FILE``: score observations into reference scorecards (issue 3 §3).
+
+FILE (or ``-`` for standard input) holds a JSON array of ``{"observation": ..., "options": ...}``;
+the command prints a JSON array of scorecards in the same order, as ``JSON.stringify(.., null, 2)``
+prints it. An invalid observation (or invalid options) gives ``{"error": "<message>"}`` in its
+place, and the command exits non-zero after printing everything.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evalhub.jsonio import loads_strict
+from runs.renderers import render_json
+from runs.scoring import score_observation
+
+
+def read_json(path: str) -> Any:
+    """The JSON document at ``path`` (``-``: standard input), read strictly (no NaN, Infinity or
+    1e309); ``CommandError`` saying what is wrong otherwise."""
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        return loads_strict(text)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{path} is not valid JSON: {exc}") from None
+
+
+def score_items(items: list[Any]) -> tuple[list[dict[str, Any]], int]:
+    """``(scorecards or {"error": message} in order, number of errors)``."""
+    outputs: list[dict[str, Any]] = []
+    errors = 0
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or "observation" not in item:
+            outputs.append({"error": f"item {index} must be an object with observation and options"})
+            errors += 1
+            continue
+        try:
+            outputs.append(score_observation(item["observation"], item.get("options", {})))
+        except ValueError as exc:  # ObservationError is one: the reference's message
+            outputs.append({"error": str(exc)})
+            errors += 1
+    return outputs, errors
+
+
+class Command(BaseCommand):
+    help = (
+        "Score a JSON array of {observation, options} into a JSON array of reference scorecards, in order. "
+        'An invalid observation gives {"error": "<message>"} in its place and a non-zero exit status.'
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("file", help="Path to a JSON file, or - for standard input.")
+
+    def handle(self, *args, **options) -> None:
+        path = options["file"]
+        items = read_json(path)
+        if not isinstance(items, list):
+            raise CommandError(f"{path} must hold a JSON array of {{observation, options}} objects")
+        outputs, errors = score_items(items)
+        self.stdout.write(render_json(outputs), ending="")
+        if errors:
+            raise CommandError(f"{errors} of {len(items)} observation(s) could not be scored")

@@ -1,0 +1,391 @@
+"""Reporting services: score a run, report it, compare it, raise its alerts, refresh and prune.
+
+Thin services over the pure core (``runs.scoring``, ``runs.reports``): they load rows, call the
+core and save. They follow the nightly script's step 4 (upstream-spec §5.3): score every
+execution with the run's live bundle id, build the live report, compare it with the newest
+previous report of the same bundle and compute the alerts against the last seven of them.
+
+evalhub's decisions:
+
+* History is the database: "compatible reports" are the stored non-refresh reports with the same
+  bundle id, oldest first by creation. A refresh (replay lane) is never history.
+* Alerts are stored once per (report, code, case, candidate); ``occurrences`` counts the
+  repetitions the reference lists one by one. The reference's list itself is kept on the
+  report (``alert_documents``) so exports stay byte-identical to the reference.
+* A stored observation may hold ``null`` where an executor reported a non-finite metric
+  (known-failure-modes B9) or an unusable cost (B5); :func:`scoreable_observation` drops those
+  keys ("unknown") before validation and scoring, so they count as missing, never as 0.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+import evalhub
+from candidates.secrets import redact
+from evalhub.conf import evalhub_setting
+from runs.models import (
+    Alert,
+    CoverageCatalog,
+    Execution,
+    ExecutionStatus,
+    Report,
+    Run,
+    RunLane,
+    RunStatus,
+    Scorecard,
+    Trigger,
+)
+from runs.renderers import render_json
+from runs.reports import (
+    BASELINE_WINDOW,
+    CANONICAL_OPERATION_IDS,
+    CAPABILITY_CASES,
+    build_report,
+    compare_reports,
+    compute_alerts,
+    live_bundle,
+)
+from runs.scoring import REFERENCE_TRACE_EXPECTATIONS, SCORING_VERSION, score_observation
+from schedules.models import WorkflowCase
+
+logger = logging.getLogger(__name__)
+
+#: The reference's consecutive-failure message: ``<case>/<candidate> failed three consecutive reports``.
+_CONSECUTIVE_SUFFIX = " failed three consecutive reports"
+
+
+def scoreable_observation(observation: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a stored observation as the scorer reads it.
+
+    ``null`` values in ``metrics`` and ``base.efficiency`` (non-finite numbers an executor
+    reported, stored as null) and a ``metrics.costUsd`` that is not a finite number >= 0 (an
+    unknown price, counted at the budget by the orchestration) are left out: absent means
+    unknown, and the scorer counts a missing efficiency value as a miss. Everything else is
+    unchanged; a non-dict is returned as is (validation then says so).
+    """
+    if not isinstance(observation, Mapping):
+        return observation  # type: ignore[return-value]
+    document = dict(observation)
+    metrics = document.get("metrics")
+    if isinstance(metrics, Mapping):
+        kept = {key: value for key, value in metrics.items() if value is not None}
+        cost = kept.get("costUsd")
+        if "costUsd" in kept and (isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0):
+            del kept["costUsd"]
+        document["metrics"] = kept
+    base = document.get("base")
+    if isinstance(base, Mapping) and isinstance(base.get("efficiency"), Mapping):
+        document["base"] = {
+            **base,
+            "efficiency": {key: value for key, value in base["efficiency"].items() if value is not None},
+        }
+    return document
+
+
+def _trace_expectations() -> dict[str, Mapping[str, Any]]:
+    """Each stored case's ``assertions.trace`` (the reference catalog's for cases not stored)."""
+    expectations: dict[str, Mapping[str, Any]] = dict(REFERENCE_TRACE_EXPECTATIONS)
+    for key, assertions in WorkflowCase.objects.values_list("key", "assertions"):
+        trace = assertions.get("trace") if isinstance(assertions, dict) else None
+        if isinstance(trace, dict):
+            expectations[key] = trace
+        else:
+            expectations.pop(key, None)
+    return expectations
+
+
+def run_bundle(run: Run, executions: Sequence[Execution] | None = None) -> dict[str, Any]:
+    """The live report bundle of ``run`` (spec §4.7), from evalhub's version, the schedule's seed
+    and the run's line-up: the schedule's candidates that have executions in the run, and for a
+    selection the selected execution ids in order (so a subset never mixes with full runs).
+    A refresh has the bundle of the run it refreshes."""
+    if executions is None:
+        executions = list(run.executions.order_by("position"))
+    present = {execution.candidate_key for execution in executions}
+    candidates = [candidate for candidate in run.schedule.candidates if candidate.get("id") in present]
+    return live_bundle(
+        runner_version=evalhub.__version__,
+        seed=run.schedule.seed,
+        candidates=candidates,
+        runner_build=evalhub_setting("RUNNER_BUILD"),
+        selected_execution_ids=[execution.execution_id for execution in executions] if run.selection else None,
+    )
+
+
+def score_run(run: Run) -> int:
+    """Score every finished execution of ``run`` that has an observation and no scorecard yet.
+
+    Each scorecard is ``score_observation`` of the stored observation (see
+    :func:`scoreable_observation`) with the run's bundle id, stored with ``SCORING_VERSION``.
+    Returns how many scorecards were created (0 on a second call). Raises ``ObservationError``
+    naming nothing secret when a stored observation is invalid (observations are validated
+    before they are stored, so only rows written around the services can be).
+    """
+    executions = list(run.executions.order_by("position"))
+    bundle_id = run_bundle(run, executions)["id"]
+    pending = list(
+        run.executions.filter(status=ExecutionStatus.FINISHED, observation__isnull=False, scorecard__isnull=True).order_by(
+            "position"
+        )
+    )
+    if not pending:
+        return 0
+    expectations = _trace_expectations()
+    scorecards = []
+    for execution in pending:
+        document = score_observation(
+            scoreable_observation(execution.observation), {"bundleId": bundle_id}, trace_expectations=expectations
+        )
+        overall = document["overall"]
+        scorecard = Scorecard(
+            execution=execution,
+            scoring_version=SCORING_VERSION,
+            document=document,
+            overall_score=overall["score"],
+            gate_passed=overall["gatePassed"],
+            passed=overall["passed"],
+        )
+        scorecard.full_clean(exclude=["execution"], validate_unique=False)
+        scorecards.append(scorecard)
+    # A concurrent scorer made some of them already: the one-to-one key keeps the first.
+    Scorecard.objects.bulk_create(scorecards, ignore_conflicts=True)
+    return len(scorecards)
+
+
+def _coverage_catalog() -> tuple[list[str], int]:
+    row = CoverageCatalog.objects.order_by("pk").first()
+    if row is None:
+        return list(CANONICAL_OPERATION_IDS), CAPABILITY_CASES
+    return list(row.operation_ids), row.capability_cases
+
+
+def _history(bundle_id: str, *, exclude_run: Run) -> list[Report]:
+    """The last seven stored non-refresh reports of ``bundle_id``, oldest first."""
+    newest_first = (
+        Report.objects.filter(bundle_id=bundle_id, is_refresh=False)
+        .exclude(run=exclude_run)
+        .order_by("-created_at", "-id")[:BASELINE_WINDOW]
+    )
+    return list(reversed(list(newest_first)))
+
+
+def alert_rows(alerts: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
+    """The reference alert list folded into one row per (code, case, candidate), in first-seen
+    order, with ``occurrences`` counting repeats. A consecutive-failure alert names its case
+    and candidate in its message (``<case>/<candidate> failed three consecutive reports``);
+    run-wide alerts have blank case and candidate."""
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for alert in alerts:
+        case = candidate = ""
+        message = alert["message"]
+        if alert["code"] == "consecutive_failures" and message.endswith(_CONSECUTIVE_SUFFIX):
+            case, _, candidate = message.removesuffix(_CONSECUTIVE_SUFFIX).partition("/")
+        key = (alert["code"], case, candidate)
+        if key in rows:
+            rows[key]["occurrences"] += 1
+        else:
+            rows[key] = {
+                "code": alert["code"],
+                "severity": alert["severity"],
+                "case_key": case,
+                "candidate_key": candidate,
+                "message": message,
+                "occurrences": 1,
+            }
+    return list(rows.values())
+
+
+def report_run(run: Run, *, generated_at: str) -> Report:
+    """The run's report: built, compared and alerted once; a run already reported returns it.
+
+    Scores the run first (:func:`score_run`). Results are the finished executions in order,
+    ``{scenarioId, candidateId, observation, scorecard}``; the coverage section uses the
+    ``CoverageCatalog`` row (the reference's 41 operations and 106 capability cases without
+    one). A live run is compared with the newest previous non-refresh report of its bundle and
+    alerted against the last seven of them (``EVALHUB["BASELINE_READY"]`` and seven reports
+    required); a refresh (replay lane) is labelled ``is_refresh`` and gets neither.
+    ``generated_at`` is the report's ISO timestamp. Raises ``ObservationError`` as
+    :func:`score_run` does.
+    """
+    existing = Report.objects.filter(run=run).first()
+    if existing is not None:
+        return existing
+    score_run(run)
+    executions = list(run.executions.order_by("position"))
+    bundle = run_bundle(run, executions)
+    finished = (
+        run.executions.filter(status=ExecutionStatus.FINISHED, observation__isnull=False)
+        .select_related("scorecard")
+        .order_by("position")
+    )
+    results = [
+        {
+            "scenarioId": execution.case_key,
+            "candidateId": execution.candidate_key,
+            "observation": scoreable_observation(execution.observation),
+            "scorecard": execution.scorecard.document,
+        }
+        for execution in finished
+    ]
+    operation_ids, capability_cases = _coverage_catalog()
+    cases = [case.to_document() for case in WorkflowCase.objects.order_by("position", "id")]
+    document = build_report(
+        source="live",
+        bundle=bundle,
+        generated_at=generated_at,
+        results=results,
+        workflow_cases=cases,
+        operation_ids=operation_ids,
+        capability_cases=capability_cases,
+    )
+    is_refresh = run.lane == RunLane.REPLAY
+    previous: Report | None = None
+    comparison: dict[str, Any] | None = None
+    alerts: list[dict[str, str]] = []
+    if not is_refresh:
+        history = _history(bundle["id"], exclude_run=run)
+        if history:
+            previous = history[-1]
+            comparison = compare_reports(document, previous.document)
+        baseline_ready = bool(evalhub_setting("BASELINE_READY")) and len(history) >= BASELINE_WINDOW
+        alerts = compute_alerts(document, history=[report.document for report in history], baseline_ready=baseline_ready)
+    aggregate = document["aggregate"]
+    report = Report(
+        run=run,
+        bundle_id=bundle["id"],
+        source="live",
+        generated_at=generated_at,
+        is_refresh=is_refresh,
+        scoring_version=SCORING_VERSION,
+        document=document,
+        comparison=comparison,
+        alert_documents=alerts,
+        rendered_json=render_json({"report": document, "alerts": alerts, "comparison": comparison}),
+        previous=previous,
+        executions=aggregate["executions"],
+        scoreable=aggregate["scoreable"],
+        passed=aggregate["passed"],
+        mean_overall=aggregate["meanOverall"],
+    )
+    report.full_clean(exclude=["run", "previous"], validate_unique=False)
+    try:
+        with transaction.atomic():
+            report.save()
+            Alert.objects.bulk_create(Alert(report=report, **row) for row in alert_rows(alerts))
+    except IntegrityError:
+        # Another worker reported this run first (one report per run): theirs stands.
+        existing = Report.objects.filter(run=run).first()
+        if existing is None:
+            raise
+        return existing
+    return report
+
+
+def finish_reporting(run: Run, *, generated_at: str, secrets: Sequence[str] = ()) -> Report | None:
+    """Score and report a finished run; a failure is logged and recorded in ``run.error``
+    (redacted) and never undoes the executions. Returns the report, or None when it failed."""
+    try:
+        return report_run(run, generated_at=generated_at)
+    except Exception as exc:  # the executions are stored; reporting can be retried
+        message = redact(f"reporting failed: {type(exc).__name__}: {exc}", extra_values=secrets)
+        logger.error("run %s: %s", run.pk, message)
+        Run.objects.filter(pk=run.pk).update(error=message)
+        run.error = message
+        return None
+
+
+def refresh_run(run: Run, *, generated_at: str) -> Run:
+    """A replay-lane refresh of ``run``: its stored observations re-scored under the current rules.
+
+    Creates a new finished run (lane ``replay``, ``refresh_of=run``, trigger manual, same
+    schedule, selection and ceiling) whose executions copy the originals' observations,
+    classifications and failure fields; no executor is called and nothing is spent (costs are
+    copied for reading, ``spent_usd`` stays 0). Then scores and reports it with
+    ``is_refresh=True``: no comparison, no alerts, and it never enters any history.
+    Raises ``ValueError`` for a run that is itself a refresh or has not finished.
+    """
+    if run.lane == RunLane.REPLAY:
+        raise ValueError(f"run {run.pk} is a refresh; refresh the run it refreshes (run {run.refresh_of_id}) instead")
+    if run.status not in {RunStatus.FINISHED, RunStatus.FAILED}:
+        raise ValueError(f"run {run.pk} is {run.status}; only a finished run can be refreshed")
+    now = timezone.now()
+    originals = list(run.executions.order_by("position"))
+    with transaction.atomic():
+        refresh = Run(
+            schedule=run.schedule,
+            trigger=Trigger.MANUAL,
+            lane=RunLane.REPLAY,
+            refresh_of=run,
+            selection=run.selection,
+            cost_ceiling_usd=run.cost_ceiling_usd,
+            status=RunStatus.FINISHED,
+            started_at=now,
+            finished_at=now,
+        )
+        refresh.full_clean(exclude=["schedule", "refresh_of"])
+        refresh.save()
+        Execution.objects.bulk_create(
+            Execution(
+                run=refresh,
+                entry_id=original.entry_id,
+                position=original.position,
+                execution_id=original.execution_id,
+                case_key=original.case_key,
+                candidate_key=original.candidate_key,
+                slot_key=original.slot_key,
+                repetition=original.repetition,
+                status=original.status,
+                classification=original.classification,
+                failure_code=original.failure_code,
+                failure_category=original.failure_category,
+                failure_retryable=original.failure_retryable,
+                failure_message=original.failure_message,
+                observation=original.observation,
+                settlement_ms=original.settlement_ms,
+                cost_usd=original.cost_usd,
+                cost_known=original.cost_known,
+                duration_ms=original.duration_ms,
+                started_at=original.started_at,
+                finished_at=original.finished_at,
+            )
+            for original in originals
+        )
+    report_run(refresh, generated_at=generated_at)
+    return refresh
+
+
+def prune_history(*, now: dt.datetime, retention_days: int) -> int:
+    """Delete finished or failed runs created more than ``retention_days`` days before ``now``,
+    with everything they own (executions, scorecards, report, alerts, their refreshes).
+
+    Never deletes a run holding one of the last seven non-refresh reports of any bundle (the
+    alert baseline), nor a pending or running run. Returns how many runs were deleted
+    (refreshes deleted with their run included). Raises ``ValueError`` for fewer than 1 day.
+    """
+    if retention_days < 1:
+        raise ValueError(f"retention must be at least 1 day, not {retention_days}")
+    cutoff = now - dt.timedelta(days=retention_days)
+    ranked = Report.objects.filter(is_refresh=False).annotate(
+        rank=Window(RowNumber(), partition_by=[F("bundle_id")], order_by=[F("created_at").desc(), F("id").desc()])
+    )
+    protected = list(ranked.filter(rank__lte=BASELINE_WINDOW).values_list("run_id", flat=True))
+    doomed = (
+        Run.objects.filter(created_at__lt=cutoff, status__in=[RunStatus.FINISHED, RunStatus.FAILED])
+        .exclude(pk__in=protected)
+        .exclude(refresh_of__in=protected)
+    )
+    ids = list(doomed.values_list("pk", flat=True))
+    if not ids:
+        return 0
+    _, per_model = Run.objects.filter(pk__in=ids).delete()
+    return per_model.get(Run._meta.label, 0)
+
