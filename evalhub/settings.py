@@ -248,4 +248,6 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "filters": ["redact"], "formatter": "plain"},
     },
     "root": {"handlers": ["console"], "level": env_str("EVALHUB_LOG_LEVEL", "WARNING")},
+    # runserver's access log prints query strings: keep secrets typed into a URL out of it too.
+    "loggers": {"django.server": {"handlers": ["console"], "level": "INFO", "propagate": False}},
 }

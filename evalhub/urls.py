@@ -16,3 +16,7 @@ urlpatterns = [
     path("api/", include("evalhub.api.urls")),
     path("", include("evalhub.pages")),
 ]
+
+handler400 = "evalhub.errors.bad_request"
+handler404 = "evalhub.errors.page_not_found"
+handler500 = "evalhub.errors.server_error"

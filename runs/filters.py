@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_filters
 
+from evalhub.api.filters import IdFilter
 from runs.models import Alert, AlertSeverity, Classification, Execution, ExecutionStatus, Report, Run, RunStatus, Scorecard, Trigger
 
 
@@ -12,7 +13,7 @@ class RunFilter(django_filters.FilterSet):
 
     status = django_filters.ChoiceFilter(choices=RunStatus.choices)
     trigger = django_filters.ChoiceFilter(choices=Trigger.choices)
-    schedule = django_filters.NumberFilter(field_name="schedule_id")
+    schedule = IdFilter(field_name="schedule_id")
     night = django_filters.DateFilter(field_name="schedule__night")
 
     class Meta:
@@ -23,7 +24,7 @@ class RunFilter(django_filters.FilterSet):
 class ExecutionFilter(django_filters.FilterSet):
     """``run`` (id), ``classification``, ``candidate``, ``case`` and ``slot`` (ids) and ``status``."""
 
-    run = django_filters.NumberFilter(field_name="run_id")
+    run = IdFilter(field_name="run_id")
     classification = django_filters.ChoiceFilter(choices=Classification.choices)
     candidate = django_filters.CharFilter(field_name="candidate_key", help_text="Candidate id, e.g. codex-luna.")
     case = django_filters.CharFilter(field_name="case_key", help_text="Workflow case id, e.g. final-response.")
@@ -38,7 +39,7 @@ class ExecutionFilter(django_filters.FilterSet):
 class ScorecardFilter(django_filters.FilterSet):
     """``run`` (id), ``candidate`` and ``case`` (ids)."""
 
-    run = django_filters.NumberFilter(field_name="execution__run_id")
+    run = IdFilter(field_name="execution__run_id")
     candidate = django_filters.CharFilter(field_name="execution__candidate_key", help_text="Candidate id, e.g. codex-luna.")
     case = django_filters.CharFilter(field_name="execution__case_key", help_text="Workflow case id, e.g. final-response.")
 
@@ -50,7 +51,7 @@ class ScorecardFilter(django_filters.FilterSet):
 class ReportFilter(django_filters.FilterSet):
     """``run`` (id), ``bundle`` (bundle id) and ``refresh`` (true/false)."""
 
-    run = django_filters.NumberFilter(field_name="run_id")
+    run = IdFilter(field_name="run_id")
     bundle = django_filters.CharFilter(field_name="bundle_id", help_text="Bundle id, e.g. runner-live-v2-ede6023f7ccf4a1f.")
     refresh = django_filters.BooleanFilter(field_name="is_refresh", help_text="Only refreshes (true) or only measurements (false).")
 
@@ -65,7 +66,7 @@ class AlertFilter(django_filters.FilterSet):
     bundle = django_filters.CharFilter(field_name="report__bundle_id", help_text="Bundle id of the alert's report.")
     code = django_filters.CharFilter(help_text="Alert code, e.g. safety_failure.")
     severity = django_filters.ChoiceFilter(choices=AlertSeverity.choices)
-    run = django_filters.NumberFilter(field_name="report__run_id")
+    run = IdFilter(field_name="report__run_id")
 
     class Meta:
         model = Alert

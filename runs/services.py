@@ -78,6 +78,9 @@ CREDENTIAL_NAME = re.compile(
 )
 
 
+UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING)
+
+
 @dataclass
 class RunSummary:
     """Counts of one run, for the one-line summary, the pages and the API."""
@@ -95,6 +98,8 @@ class RunSummary:
     scoreable: int | None = None
     passed: int | None = None
     alerts: int | None = None
+    #: The run's status when summarised; a summary of a run still executing says so.
+    status: str = RunStatus.FINISHED
 
     def reference_line(self) -> str:
         """The nightly script's summary: ``P/S scoreable passed; I infrastructure, K skipped, A alert(s)``
@@ -121,6 +126,7 @@ class RunSummary:
             + f"; spent {spent} of ${self.cost_ceiling_usd:.2f}"
             + (" (stopped at the ceiling)" if self.stopped_at_ceiling else "")
             + (f" · {self.reference_line()}" if self.scoreable is not None else "")
+            + (f" ({self.status}: these counts are not final yet)" if self.status in UNFINISHED else "")
         )
 
 
@@ -150,6 +156,7 @@ def summarize(run: Run, *, with_report: bool = False) -> RunSummary:
         cost_ceiling_usd=run.cost_ceiling_usd,
         has_unpriced=run.has_unpriced,
         stopped_at_ceiling=run.stopped_at_ceiling,
+        status=run.status,
     )
 
 

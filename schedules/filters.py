@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_filters
 
+from evalhub.api.filters import WholeNumberFilter
 from schedules.models import ChaosScenario, Fault, Schedule
 
 
@@ -11,7 +12,7 @@ class ScheduleFilter(django_filters.FilterSet):
     """``seed``, ``rotation_day`` (0..6), ``night`` (YYYY-MM-DD) and ``night_after``/``night_before`` (inclusive)."""
 
     seed = django_filters.CharFilter()
-    rotation_day = django_filters.NumberFilter()
+    rotation_day = WholeNumberFilter(min_value=0, max_value=6)
     night = django_filters.DateFilter()
     night_after = django_filters.DateFilter(field_name="night", lookup_expr="gte")
     night_before = django_filters.DateFilter(field_name="night", lookup_expr="lte")

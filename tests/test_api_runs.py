@@ -205,7 +205,7 @@ def test_executions_filter_by_run_classification_candidate_and_case(mixed_run, s
     ("params", "errors"),
     [
         ({"classification": "great"}, {"classification": ["Select a valid choice. great is not one of the available choices."]}),
-        ({"run": "latest"}, {"run": ["Enter a number."]}),
+        ({"run": "latest"}, {"run": ["Enter a whole number."]}),
     ],
 )
 def test_bad_execution_filters_are_400s(reader_client, db, params, errors):
