@@ -1,5 +1,6 @@
 """REST endpoints for the run history (read-only): runs, executions, scorecards, reports (and their
-exports), alerts and comparisons; plus ``POST /api/runs/{id}/refresh/`` (staff) for a replay refresh.
+exports), alerts and comparisons; plus ``POST /api/runs/{id}/refresh/`` (staff) for a replay refresh
+and ``POST /api/score/`` (any signed-in user) to score observations without storing anything.
 
 Money is a JSON number of US dollars. An execution whose price is unknown reads
 ``costUsd: null, costKnown: false`` (never $0, known-failure-modes B5); ``chargedUsd`` is what it
@@ -18,10 +19,12 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import exceptions, serializers, status
 from rest_framework.decorators import action
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from candidates.secrets import redact
 from evalhub.api.serializers import UsdField
 from evalhub.api.views import ApiViewMixin, ReadOnlyViewSet
 from runs.exports import EXPORT_FORMATS, export_report
@@ -40,10 +43,12 @@ from runs.models import (
     Scorecard,
     Trigger,
 )
+from runs.observation_schema import ObservationError, validate_observation
 from runs.observations import finite_json
 from runs.queries import run_history
 from runs.reporting import refresh_run
 from runs.reports import compare_reports
+from runs.scoring import score_observation
 from schedules.services import iso_timestamp
 
 
@@ -482,3 +487,120 @@ class ComparisonView(ApiViewMixin, APIView):
         return Response(
             {"current": current.pk, "previous": previous.pk, "comparison": compare_reports(current.document, previous.document)}
         )
+
+
+MAX_SCORE_ITEMS = 500
+SCORE_BODY_HELP = (
+    'Send a JSON array of {"observation": {...}, "options": {"bundleId": "...", "weights"?: {...}, '
+    f'"thresholds"?: {{...}}}}}} objects, at most {MAX_SCORE_ITEMS}, as for manage.py score FILE.'
+)
+
+
+def score_item(index: int, item: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``(scorecard, [])`` or ``({"error": message}, every problem)`` for one ``{observation, options}``.
+
+    The same scoring as ``manage.py score`` (:func:`runs.scoring.score_observation`, so the message is
+    the reference's error text when the reference rejects the observation too). Invalid options list
+    their problem first, then every problem of the observation. Messages are redacted: an option name
+    or dimension is echoed back and could be secret-shaped.
+    """
+    if "observation" not in item:
+        message = f"item {index} must be an object with observation and options"
+        return {"error": message}, [message]
+    observation = item["observation"]
+    try:
+        return score_observation(observation, item.get("options", {})), []
+    except ObservationError as exc:
+        message, problems = str(exc), exc.problems
+    except ValueError as exc:  # invalid options (checked before the observation)
+        message, problems = str(exc), [str(exc), *validate_observation(observation)]
+    return {"error": redact(message)}, [redact(problem) for problem in problems]
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {},
+                      "description": "A reference observation (paperclip.runner.workflow-observation.v1)."})
+class ObservationDocumentField(serializers.JSONField):
+    """An observation document, validated by :func:`runs.observation_schema.validate_observation`."""
+
+
+class ScoreOptionsSerializer(serializers.Serializer):
+    """Scoring options, as ``scoreRunnerWorkflow`` takes them (documentation only)."""
+
+    bundleId = serializers.CharField()
+    weights = serializers.DictField(child=serializers.FloatField(), required=False, allow_null=True,
+                                    help_text="Weights (>= 0) of non-gate dimensions; defaults for the rest.")
+    thresholds = serializers.DictField(child=serializers.FloatField(), required=False, allow_null=True,
+                                       help_text="Pass thresholds (0..1) by dimension; default 1.")
+
+
+class ScoreItemSerializer(serializers.Serializer):
+    """One observation to score (documentation only: the view validates the body itself)."""
+
+    observation = ObservationDocumentField()
+    options = ScoreOptionsSerializer()
+
+
+class ScoreProblemsSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="Position of the invalid item in the request array.")
+    problems = serializers.ListField(child=serializers.CharField(), help_text="Every problem with the item.")
+
+
+class ScoreView(ApiViewMixin, APIView):
+    """``POST /api/score/``: score a JSON array of ``{observation, options}`` (at most 500) into reference
+    scorecards, in order, exactly as ``manage.py score FILE`` does. Nothing is stored.
+
+    Any signed-in user may call it: it is a POST only because the observations travel in the body, it
+    writes nothing, so the default ``ReadSignedInWriteStaff`` (which reserves POST for staff) does not
+    apply; ``IsAuthenticated`` still refuses anonymous callers (403).
+    """
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="score",
+        request=ScoreItemSerializer(many=True),
+        responses={
+            200: OpenApiResponse(
+                response={"type": "array", "items": {"type": "object", "additionalProperties": {}}},
+                description="One scorecard (paperclip.runner.eval-scorecard.v2) per item, in order.",
+            ),
+            400: OpenApiResponse(
+                response=inline_serializer(
+                    "ScoreErrors",
+                    {
+                        "errors": ScoreProblemsSerializer(many=True),
+                        "results": serializers.ListField(
+                            child=DocumentField(), help_text='Per item, in order: its scorecard or {"error": "<message>"}.'
+                        ),
+                    },
+                ),
+                description=(
+                    'Some observation is invalid: {"errors": [{"index", "problems"}], "results": [...]}. '
+                    'A body that is not an array of objects, or holds more than 500, gives {"detail": "..."}.'
+                ),
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        items = request.data
+        if not isinstance(items, list):
+            raise exceptions.ValidationError({"detail": f"The body must be a JSON array. {SCORE_BODY_HELP}"})
+        if len(items) > MAX_SCORE_ITEMS:
+            raise exceptions.ValidationError(
+                {"detail": f"Too many observations: {len(items)}. {SCORE_BODY_HELP}"}
+            )
+        not_objects = [index for index, item in enumerate(items) if not isinstance(item, dict)]
+        if not_objects:
+            raise exceptions.ValidationError(
+                {"detail": f"Item {not_objects[0]} is not an object. {SCORE_BODY_HELP}"}
+            )
+        results: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        for index, item in enumerate(items):
+            result, problems = score_item(index, item)
+            results.append(result)
+            if problems:
+                errors.append({"index": index, "problems": problems})
+        if errors:
+            return Response({"errors": errors, "results": results}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(results)

@@ -44,6 +44,7 @@ ENDPOINTS = {
     "/api/alerts/": {"get"},
     "/api/alerts/{id}/": {"get"},
     "/api/comparisons/": {"get"},
+    "/api/score/": {"post"},
 }
 
 
@@ -140,8 +141,8 @@ def test_every_endpoint_renders_in_the_browsable_api_and_answers_options(referen
         "/api/reports/{id}/": outcome.run.report.pk,
         "/api/alerts/{id}/": Alert.objects.create(report=outcome.run.report, code="safety_failure", severity="critical", message="m").pk,
     }
-    # Not browsable pages: a POST-only action, a file download and an endpoint that needs its parameters.
-    not_browsable = {"/api/runs/{id}/refresh/", "/api/reports/{id}/export/", "/api/comparisons/"}
+    # Not browsable pages: POST-only endpoints, a file download and an endpoint that needs its parameters.
+    not_browsable = {"/api/runs/{id}/refresh/", "/api/score/", "/api/reports/{id}/export/", "/api/comparisons/"}
     for path in ["/api/", *(path for path in ENDPOINTS if path not in not_browsable)]:
         url = path.replace("{id}", str(detail_ids.get(path))).replace("{name}", str(detail_ids.get(path)))
         page = staff_client.get(url, HTTP_ACCEPT="text/html")

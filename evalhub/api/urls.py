@@ -1,5 +1,5 @@
 """The REST API under ``/api/``: the catalog (read, staff write), schedules, coverage, runs, executions,
-scorecards, reports, alerts and comparisons."""
+scorecards, reports, alerts and comparisons; scoring observations without storing them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from candidates.api import BudgetViewSet, CandidateViewSet, SlotViewSet
-from runs.api import AlertViewSet, ComparisonView, ExecutionViewSet, ReportViewSet, RunViewSet, ScorecardViewSet
+from runs.api import (
+    AlertViewSet,
+    ComparisonView,
+    ExecutionViewSet,
+    ReportViewSet,
+    RunViewSet,
+    ScorecardViewSet,
+    ScoreView,
+)
 from schedules.api import ChaosScenarioViewSet, CoverageView, ScheduleViewSet, SchedulePreviewView, WorkflowCaseViewSet
 
 
@@ -36,5 +44,6 @@ urlpatterns = [
     path("schedules/preview/", SchedulePreviewView.as_view(), name="schedule-preview"),
     path("coverage/", CoverageView.as_view(), name="coverage"),
     path("comparisons/", ComparisonView.as_view(), name="comparison"),
+    path("score/", ScoreView.as_view(), name="score"),
     *router.urls,
 ]
