@@ -479,11 +479,16 @@ class ComparisonView(ApiViewMixin, APIView):
         query = ComparisonQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         ids = (query.validated_data["current"], query.validated_data["previous"])
-        reports = {report.pk: report for report in Report.objects.filter(pk__in=ids).only("id", "document")}
+        reports = {report.pk: report for report in Report.objects.filter(pk__in=ids).only("id", "document", "is_refresh")}
         missing = [report_id for report_id in ids if report_id not in reports]
         if missing:
             raise exceptions.NotFound(f"There is no report {missing[0]}.")
         current, previous = (reports[report_id] for report_id in ids)
+        refreshes = [report.pk for report in (current, previous) if report.is_refresh]
+        if refreshes:
+            raise exceptions.ValidationError(
+                {"detail": f"Report {refreshes[0]} is a refresh (re-scored, not measured); compare measured reports only."}
+            )
         return Response(
             {"current": current.pk, "previous": previous.pk, "comparison": compare_reports(current.document, previous.document)}
         )

@@ -429,6 +429,9 @@ def _same_value_zero_key(value: Any) -> tuple[str, Any]:
     return ("object", id(value))
 
 
+_MAX_JSON_INTEGER = int(1e308)
+
+
 def _non_json_problems(value: Any, path: str) -> Iterator[str]:
     """Values a JSON document cannot hold: non-finite numbers, non-text keys, other types."""
     if isinstance(value, dict):
@@ -443,6 +446,9 @@ def _non_json_problems(value: Any, path: str) -> Iterator[str]:
     elif isinstance(value, float):
         if not math.isfinite(value):
             yield f"{_label(path)} must be a finite number"
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _MAX_JSON_INTEGER:
+        # JSON numbers are doubles in the reference: a bigger integer cannot be scored (float() overflows).
+        yield f"{_label(path)} is too large: numbers must fit a double (at most 1e308)"
     elif value is not None and not isinstance(value, (str, int)):  # bool is an int
         yield f"{_label(path)} is not a JSON value"
 

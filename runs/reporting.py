@@ -317,49 +317,53 @@ def refresh_run(run: Run, *, generated_at: str) -> Run:
         raise ValueError(f"run {run.pk} is a refresh; refresh the run it refreshes (run {run.refresh_of_id}) instead")
     if run.status not in {RunStatus.FINISHED, RunStatus.FAILED}:
         raise ValueError(f"run {run.pk} is {run.status}; only a finished run can be refreshed")
-    now = timezone.now()
-    originals = list(run.executions.order_by("position"))
-    with transaction.atomic():
-        refresh = Run(
-            schedule=run.schedule,
-            trigger=Trigger.MANUAL,
-            lane=RunLane.REPLAY,
-            refresh_of=run,
-            selection=run.selection,
-            cost_ceiling_usd=run.cost_ceiling_usd,
-            status=RunStatus.FINISHED,
-            started_at=now,
-            finished_at=now,
-        )
-        refresh.full_clean(exclude=["schedule", "refresh_of"])
-        refresh.save()
-        Execution.objects.bulk_create(
-            Execution(
-                run=refresh,
-                entry_id=original.entry_id,
-                position=original.position,
-                execution_id=original.execution_id,
-                case_key=original.case_key,
-                candidate_key=original.candidate_key,
-                slot_key=original.slot_key,
-                repetition=original.repetition,
-                status=original.status,
-                classification=original.classification,
-                failure_code=original.failure_code,
-                failure_category=original.failure_category,
-                failure_retryable=original.failure_retryable,
-                failure_message=original.failure_message,
-                observation=original.observation,
-                settlement_ms=original.settlement_ms,
-                cost_usd=original.cost_usd,
-                cost_known=original.cost_known,
-                duration_ms=original.duration_ms,
-                started_at=original.started_at,
-                finished_at=original.finished_at,
+    try:
+        now = timezone.now()
+        originals = list(run.executions.order_by("position"))
+        with transaction.atomic():
+            refresh = Run(
+                schedule=run.schedule,
+                trigger=Trigger.MANUAL,
+                lane=RunLane.REPLAY,
+                refresh_of=run,
+                selection=run.selection,
+                cost_ceiling_usd=run.cost_ceiling_usd,
+                status=RunStatus.FINISHED,
+                started_at=now,
+                finished_at=now,
             )
-            for original in originals
-        )
-    report_run(refresh, generated_at=generated_at)
+            refresh.full_clean(exclude=["schedule", "refresh_of"])
+            refresh.save()
+            Execution.objects.bulk_create(
+                Execution(
+                    run=refresh,
+                    entry_id=original.entry_id,
+                    position=original.position,
+                    execution_id=original.execution_id,
+                    case_key=original.case_key,
+                    candidate_key=original.candidate_key,
+                    slot_key=original.slot_key,
+                    repetition=original.repetition,
+                    status=original.status,
+                    classification=original.classification,
+                    failure_code=original.failure_code,
+                    failure_category=original.failure_category,
+                    failure_retryable=original.failure_retryable,
+                    failure_message=original.failure_message,
+                    observation=original.observation,
+                    settlement_ms=original.settlement_ms,
+                    cost_usd=original.cost_usd,
+                    cost_known=original.cost_known,
+                    duration_ms=original.duration_ms,
+                    started_at=original.started_at,
+                    finished_at=original.finished_at,
+                )
+                for original in originals
+            )
+            # Inside the transaction: a refresh that cannot be reported leaves no report-less run behind.
+            report_run(refresh, generated_at=generated_at)
+    except Exception as exc:  # nothing of the refresh is kept (one transaction); say why
+        raise ValueError(redact(f"run {run.pk} could not be refreshed: {type(exc).__name__}: {exc}")) from None
     return refresh
 
 

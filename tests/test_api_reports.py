@@ -250,3 +250,23 @@ def test_list_query_counts_do_not_grow(schedule, replay_executors, reader_client
         assert reader_client.get(f"/api/reports/{report.pk}/export/", {"format": "junit"}).status_code == 200
     with django_assert_num_queries(3):  # session, user, both reports
         reader_client.get("/api/comparisons/", {"current": report.pk, "previous": report.pk})
+
+
+def test_comparing_a_refresh_report_is_refused(staff_client, reference_catalog, replay_executors) -> None:
+    """A refresh is re-scored, not measured: it never counts in comparisons (issue 3)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from runs.models import Report
+    from runs.reporting import refresh_run
+    from runs.services import start_nightly
+
+    outcome = start_nightly(
+        seed="runner-live-seven-week-v1", cost_ceiling_usd=Decimal(12),
+        now=dt.datetime(2026, 8, 24, 4, tzinfo=dt.UTC), environ={}, execute=True,
+    )
+    refresh = refresh_run(outcome.run, generated_at="2026-08-24T05:00:00.000Z")
+    measured = Report.objects.get(run=outcome.run)
+    response = staff_client.get("/api/comparisons/", {"current": refresh.report.pk, "previous": measured.pk})
+    assert response.status_code == 400
+    assert "is a refresh" in str(response.json())

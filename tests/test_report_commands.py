@@ -265,7 +265,7 @@ def test_prune_history_command_and_task_use_the_retention_setting(reference_cata
     assert prune_history() == "pruned 0 run(s) older than 30 days"  # the last seven reports of a bundle stay
     assert run_command("prune_history", "--days", "10") == "pruned 0 run(s) older than 10 days\n"
     _, error = run_failing("prune_history", "--days", "0")
-    assert error == "retention must be at least 1 day, not 0"
+    assert error == "--days must be from 1 to 36500 (100 years), not 0"
 
 
 def run_command(*args: str) -> str:

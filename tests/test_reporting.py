@@ -362,3 +362,24 @@ def test_an_export_keeps_the_key_order_the_report_was_built_with(schedule, repla
     report = measured_run(schedule).report
     text = export_report(report, "json")[0]
     assert text.index('"schema"') < text.index('"generatedAt"') < text.index('"source"') < text.index('"bundle"')
+
+
+# --- added after the issue-3 review ------------------------------------------------------------------
+
+
+def test_an_integer_too_large_for_a_double_is_an_invalid_observation() -> None:
+    from runs.observation_schema import validate_observation
+    from tests.builders import completed_observation
+
+    observation = completed_observation({"caseId": "final-response", "candidateId": "codex-luna"})
+    observation["base"].setdefault("efficiency", {})["latencyMs"] = 10**400
+    assert "base.efficiency.latencyMs is too large: numbers must fit a double (at most 1e308)" in validate_observation(
+        observation
+    )
+
+
+def test_prune_history_refuses_an_absurd_retention() -> None:
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=r"--days must be from 1 to 36500 \(100 years\), not 99999999999999999999"):
+        call_command("prune_history", "--days", "99999999999999999999")

@@ -9,6 +9,9 @@ from evalhub.conf import evalhub_setting
 from runs.reporting import prune_history
 
 
+MAX_RETENTION_DAYS = 36_500
+
+
 class Command(BaseCommand):
     help = (
         "Delete runs (with their executions, scorecards, reports and alerts) older than EVALHUB_RETENTION_DAYS "
@@ -20,6 +23,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         days = options["days"] if options["days"] is not None else int(evalhub_setting("RETENTION_DAYS"))
+        if not 1 <= days <= MAX_RETENTION_DAYS:
+            raise CommandError(f"--days must be from 1 to {MAX_RETENTION_DAYS} (100 years), not {days}")
         try:
             pruned = prune_history(now=timezone.now(), retention_days=days)
         except ValueError as exc:
