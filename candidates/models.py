@@ -237,7 +237,9 @@ class Candidate(SecretFreeModel):
         }
         if self.reasoning_effort:
             document["reasoningEffort"] = self.reasoning_effort
-        qualification: dict[str, Any] = {"requiredEnvironment": list(self.required_environment)}
+        names = self.required_environment
+        # A row written around full_clean() may hold anything; the schedule build refuses it by name.
+        qualification: dict[str, Any] = {"requiredEnvironment": list(names) if isinstance(names, list) else names}
         if self.profile:
             qualification["profile"] = self.profile
         document["qualification"] = qualification

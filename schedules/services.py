@@ -15,8 +15,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from candidates.secrets import redact, secret_kinds
-from candidates.services import REORDER_OFFSET
-from candidates.services import catalog_slots
+from candidates.services import REORDER_OFFSET, catalog_slots
+from evalhub.validation import env_name_errors
 from schedules.building import (
     ScheduleError,
     build_schedule,
@@ -102,7 +102,7 @@ def preview_schedule(
     """
     day, timestamp = resolve_timing(rotation_day=rotation_day, generated_at=generated_at, now=now)
     document = build_schedule(seed=seed, rotation_day=day, generated_at=timestamp, slots=catalog_slots(), cases=catalog_cases())
-    _refuse_secrets(document)
+    _refuse_unsafe_candidates(document)
     if selection.is_empty:
         return document
     return select_schedule(
@@ -110,10 +110,17 @@ def preview_schedule(
     )
 
 
-def _refuse_secrets(document: Mapping[str, Any]) -> None:
-    """ScheduleError when a line-up candidate holds secret-shaped data (a row saved around
-    ``full_clean()``): a schedule is stored and shown, so it must never carry one (B8, B12)."""
+def _refuse_unsafe_candidates(document: Mapping[str, Any]) -> None:
+    """ScheduleError when a line-up candidate holds secret-shaped data or required environment
+    that is not a list of names (a row saved around ``full_clean()``): a schedule is stored and
+    shown, and the qualification check reads those names (B8, B12)."""
     for candidate in document["candidates"]:
+        names = candidate.get("qualification", {}).get("requiredEnvironment")
+        if env_name_errors(names, label="required environment"):
+            raise ScheduleError(
+                f"candidate {candidate.get('id')} has a required environment that is not a list of variable names; "
+                "fix it in the catalog before building a schedule"
+            )
         kinds = secret_kinds(candidate)
         if kinds:
             raise ScheduleError(

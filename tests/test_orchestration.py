@@ -674,3 +674,17 @@ def test_provider_errors_name_the_status_and_keep_the_billed_cost() -> None:
         "HTTP 503: the provider failed or is overloaded: opencode server",
         0.2,
     )
+
+
+@pytest.mark.parametrize("bad", ["OPENAI_API_KEY", 5, {"a": 1}])
+def test_a_required_environment_written_around_validation_refuses_the_schedule_by_name(reference_catalog, bad) -> None:
+    """A row updated without full_clean() must not be read letter by letter (B8) or crash the nightly."""
+    import datetime as dt
+
+    from candidates.models import Candidate
+    from schedules.building import ScheduleError
+    from schedules.services import preview_schedule
+
+    Candidate.objects.filter(key="codex-luna").update(required_environment=bad)
+    with pytest.raises(ScheduleError, match="candidate codex-luna has a required environment that is not a list of variable names"):
+        preview_schedule(seed="runner-live-seven-week-v1", now=dt.datetime(2026, 8, 24, tzinfo=dt.UTC))

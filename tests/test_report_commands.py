@@ -219,7 +219,14 @@ def test_report_without_baseline_ready_raises_no_alerts(tmp_path: Path, referenc
         ({"results": {}, "bundle": {"id": "b"}}, "results must be a list"),
         ({"results": [], "bundle": {"id": "b"}, "baselineReady": "yes"}, "baselineReady must be true or false"),
         ({"results": [], "bundle": {"id": "b"}, "source": "nightly"}, "report source must be one of deterministic, live, chaos"),
-        ({"results": [{"scenarioId": "x"}], "bundle": {"id": "b"}}, "the input lacks a field the report reads: 'scorecard'"),
+        ({"results": [{"scenarioId": "x"}], "bundle": {"id": "b"}}, "results item 1 must be an object with scenarioId"),
+        ({"results": [], "bundle": {}}, "bundle must be an object with a non-blank id"),
+        ({"results": [], "bundle": {"id": "b"}, "generatedAt": 5}, "generatedAt must be an ISO 8601 timestamp string"),
+        ({"results": [], "bundle": {"id": "b"}, "traceability": "x"}, "traceability must be an object"),
+        (
+            {"results": [{"scenarioId": "x", "observation": {"classification": "nope"}}], "bundle": {"id": "b"}},
+            "results item 1 has an invalid observation",
+        ),
         ({"results": [], "bundle": {"id": "b"}, "history": [{"x": 1}]}, "history[0] is not a report"),
     ],
 )

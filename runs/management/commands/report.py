@@ -24,10 +24,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from candidates.secrets import redact
 from evalhub import reference_data
 from runs.exports import EXPORT_FORMATS, export_document
 from runs.management.commands.score import read_json
 from runs.models import CoverageCatalog
+from runs.observation_schema import validate_observation
 from runs.renderers import render_github_summary
 from runs.reports import CANONICAL_OPERATION_IDS, CAPABILITY_CASES, build_report, compare_reports, compute_alerts
 from schedules.services import catalog_cases, iso_timestamp
@@ -68,6 +70,19 @@ def build_outputs(document: Any, previous: dict[str, Any] | None) -> tuple[dict[
     baseline_ready = document.get("baselineReady", False)
     if not isinstance(baseline_ready, bool):
         raise CommandError("baselineReady must be true or false")
+    bundle = document.get("bundle")
+    if not isinstance(bundle, dict) or not isinstance(bundle.get("id"), str) or not bundle["id"].strip():
+        raise CommandError("bundle must be an object with a non-blank id, e.g. {\"id\": \"runner-live-v2-…\", ...}")
+    if "generatedAt" in document and not isinstance(document["generatedAt"], str):
+        raise CommandError("generatedAt must be an ISO 8601 timestamp string such as 2026-08-24T04:00:00.000Z")
+    if document.get("traceability") is not None and not isinstance(document["traceability"], dict):
+        raise CommandError("traceability must be an object (the reference traceability summary) or absent")
+    for index, row in enumerate(results, start=1):
+        if not isinstance(row, dict) or not isinstance(row.get("observation"), dict):
+            raise CommandError(f"results item {index} must be an object with scenarioId, candidateId, observation, scorecard")
+        problems = validate_observation(row["observation"])
+        if problems:
+            raise CommandError(redact(f"results item {index} has an invalid observation: {'; '.join(problems)}"))
     generated_at = document.get("generatedAt") or iso_timestamp(timezone.now())
     cases, operation_ids, capability_cases = _catalogs()
     try:
