@@ -397,7 +397,7 @@ class ReportViewSet(ReadOnlyViewSet):
     def get_queryset(self) -> QuerySet[Report]:
         queryset = super().get_queryset().annotate(alert_count=Count("alerts"))
         if self.action == "list":
-            return queryset.defer("document", "comparison", "alert_documents", "rendered_json")
+            return queryset.defer("document", "comparison", "alert_documents")
         if self.action == "retrieve":
             # The prefetched alerts get this report as theirs (no second load of its document).
             return queryset.prefetch_related(Prefetch("alerts", queryset=Alert.objects.order_by("id")))
@@ -434,7 +434,7 @@ class AlertViewSet(ReadOnlyViewSet):
 
     queryset = (
         Alert.objects.select_related("report")
-        .defer("report__document", "report__comparison", "report__alert_documents", "report__rendered_json")
+        .defer("report__document", "report__comparison", "report__alert_documents")
         .order_by("-created_at", "-id")
     )
     serializer_class = AlertSerializer

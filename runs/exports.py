@@ -1,15 +1,14 @@
 """Exports of a stored report in the formats CI tools already read (upstream-spec §4, §5.3 step 5).
 
 ``export_report(report, fmt)`` renders a :class:`runs.models.Report` row without touching the
-database again: everything comes from the row (``rendered_json``, the ``{report, alerts,
-comparison}`` export rendered when the report was made; ``document``, ``comparison`` and
-``alert_documents`` for a row without it), so an export is the same bytes today and in a year,
-whatever happened to the history since, on SQLite and on PostgreSQL (whose jsonb reorders keys).
+database again: everything comes from the row's ``document``, ``comparison`` and
+``alert_documents`` (stored as text in their original key order, see ``evalhub.fields.DocumentField``),
+so an export is the same bytes today and in a year, whatever happened to the history since, on
+SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from runs.renderers import (
@@ -69,15 +68,8 @@ def export_report(report: Report, fmt: str) -> tuple[str, str, str]:
     """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
-    if report.rendered_json:
-        # The documents in their original key order (jsonb on PostgreSQL reorders object keys).
-        stored = json.loads(report.rendered_json)
-        document, alerts, comparison = stored["report"], stored["alerts"], stored["comparison"]
-    else:
-        document, alerts, comparison = report.document, list(report.alert_documents or []), report.comparison
-    if fmt == "json" and report.rendered_json:
-        content = report.rendered_json
-    else:
-        content = export_document(document, fmt, alerts=alerts, comparison=comparison)
+    content = export_document(
+        report.document, fmt, alerts=list(report.alert_documents or []), comparison=report.comparison
+    )
     content_type, suffix = EXPORT_FORMATS[fmt]
     return content, content_type, f"run-{report.run_id}-{suffix}"

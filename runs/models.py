@@ -218,11 +218,6 @@ class Report(models.Model):
         blank=True,
         help_text="The alerts exactly as the reference computes them (repetitions included), for exports.",
     )
-    rendered_json = models.TextField(
-        blank=True,
-        help_text="The {report, alerts, comparison} export as rendered when the report was made. "
-        "Exports read it because PostgreSQL's jsonb does not keep the documents' key order.",
-    )
     previous = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", help_text="The compared report."
     )

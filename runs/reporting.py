@@ -44,7 +44,6 @@ from runs.models import (
     Scorecard,
     Trigger,
 )
-from runs.renderers import render_json
 from runs.reports import (
     BASELINE_WINDOW,
     CANONICAL_OPERATION_IDS,
@@ -269,7 +268,6 @@ def report_run(run: Run, *, generated_at: str) -> Report:
         document=document,
         comparison=comparison,
         alert_documents=alerts,
-        rendered_json=render_json({"report": document, "alerts": alerts, "comparison": comparison}),
         previous=previous,
         executions=aggregate["executions"],
         scoreable=aggregate["scoreable"],
