@@ -13,7 +13,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The agent runtimes live executions drive (package.json pins them), installed from the npm registry.
+RUNTIMES := node_modules/.evalhub-installed
+$(RUNTIMES): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(RUNTIMES)
+
+install: $(STAMP) $(RUNTIMES)
 
 demo: install
 	$(PY) manage.py migrate --no-input
