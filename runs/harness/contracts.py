@@ -116,8 +116,9 @@ class EventLog:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token counts: ``input`` includes ``cached_input``; ``reasoning`` is part of ``output``
-    when the provider says so, and is counted once in :attr:`total` either way."""
+    """Token counts. ``input`` includes ``cached_input``; ``output`` excludes ``reasoning``
+    (drivers subtract reasoning tokens when the provider counts them inside output, as OpenAI
+    does), so every token is counted once and priced once."""
 
     input: int = 0
     cached_input: int = 0
@@ -126,8 +127,8 @@ class Usage:
 
     @property
     def total(self) -> int:
-        """Tokens that count against the budget: input + output (cached input excluded as the
-        reference does: input − cached + output + reasoning when reasoning is reported apart)."""
+        """Tokens that count against the budget, as the reference counts them (upstream-spec
+        §6.1): input + output + reasoning, cached input excluded."""
         return max(0, self.input - self.cached_input) + self.output + self.reasoning
 
     def __add__(self, other: Usage) -> Usage:
