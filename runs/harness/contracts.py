@@ -265,6 +265,14 @@ class Driver:
         """Kill the runtime's whole process group. Idempotent; never raises."""
         raise NotImplementedError
 
+    def probe_rejection(self) -> bool:
+        """Send the runtime one request it must refuse (an unknown method), so the trace shows the
+        ``rejected`` path from raw frame to interpretation. A clean run never produces a rejected
+        frame, yet the trace-lineage case asks for all five dispositions; the case driver calls
+        this only when a case's ``trace.dispositions`` assertion lists ``rejected``. Returns
+        whether the runtime refused it; the default does nothing and returns ``False``."""
+        return False
+
 
 @dataclass
 class Evidence:

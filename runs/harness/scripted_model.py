@@ -85,6 +85,15 @@ class _Call:
     arguments: str  # JSON text
 
 
+@dataclass(frozen=True)
+class _CodeCall:
+    """A call made through codex's code mode: models whose catalog entry says
+    ``tool_mode: code_mode_only`` (gpt-5.6 and later) are offered one freeform ``exec`` tool that
+    runs JavaScript, with the MCP tools on its global ``tools`` object."""
+
+    source: str  # JavaScript
+
+
 class ScriptedModelServer:
     """The scripted model server: a stdlib ``ThreadingHTTPServer`` on loopback in a background thread.
 
@@ -374,7 +383,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._fail(step["fail"])
 
         if step is None:
-            outputs: list[_Text | _Call] = [_Text(script.get("finalText", DEFAULT_FINAL_TEXT))]
+            outputs: list[_Text | _Call | _CodeCall] = [_Text(script.get("finalText", DEFAULT_FINAL_TEXT))]
         elif "drop" in step and "outputs" not in step:
             outputs = [_Text(DROP_FILLER_TEXT)]
         else:
@@ -422,9 +431,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise ValueError(f"unsupported Content-Encoding {encoding!r} (send identity, gzip or deflate)")
         return raw
 
-    def _resolve(self, outputs: list[dict[str, Any]], body: dict[str, Any], endpoint: str) -> list[_Text | _Call]:
+    def _resolve(self, outputs: list[dict[str, Any]], body: dict[str, Any], endpoint: str) -> list[_Text | _Call | _CodeCall]:
         offered = _offered_tools(body, endpoint)
-        resolved: list[_Text | _Call] = []
+        resolved: list[_Text | _Call | _CodeCall] = []
         for output in outputs:
             if "say" in output:
                 resolved.append(_Text(output["say"]))
@@ -434,7 +443,10 @@ class _Handler(BaseHTTPRequestHandler):
                 resolved.append(_Text("Authorization: " + (self.headers.get("Authorization") or "(none)")))
             else:
                 found = _find_tool(output["call"], offered, self.owner.mcp_server)
-                if found is None:
+                code_mode = _code_mode_tools(body)
+                if found is None and code_mode is not None:
+                    resolved.append(_CodeCall(_code_call_source(output["call"], output.get("arguments", {}), code_mode, self.owner.mcp_server)))
+                elif found is None:
                     names = sorted(f"{ns}/{name}" if ns else name for ns, name in offered) or ["(none)"]
                     resolved.append(
                         _Text(f"[scripted model] tool {output['call']!r} was not offered; offered: {', '.join(names)}")
@@ -570,6 +582,34 @@ def _offered_tools(body: Mapping[str, Any], endpoint: str) -> list[tuple[str | N
     return offered
 
 
+def _code_mode_tools(body: Mapping[str, Any]) -> dict[str, bool] | None:
+    """The nested tools codex's code-mode ``exec`` tool declares (name → takes a plain string),
+    or ``None`` when the request offers no ``exec`` tool (in an ``additional_tools`` input item).
+
+    MCP tools are deferred: they are not declared, yet callable as ``tools.mcp__<server>__<tool>``."""
+    for item in body.get("input") or []:
+        if isinstance(item, Mapping) and item.get("type") == "additional_tools":
+            for group in item.get("tools") or []:
+                for tool in (group.get("tools") or [group]) if isinstance(group, Mapping) else []:
+                    if isinstance(tool, Mapping) and tool.get("type") == "custom" and tool.get("name") == "exec":
+                        description = str(tool.get("description") or "")
+                        declared = re.findall(r"declare const tools: \{ (\w+)\((\w+)\??: (\w+|\{)", description)
+                        return {name: kind == "string" for name, _argument, kind in declared}
+    return None
+
+
+def _code_call_source(call: str, arguments: Mapping[str, Any], declared: Mapping[str, bool], server: str) -> str:
+    """JavaScript for ``exec`` that makes one call and returns its result as text: a declared
+    built-in (``apply_patch`` takes its ``input`` string, ``exec_command`` an object) or an MCP tool."""
+    if call in declared:
+        argument: Any = arguments.get("input", "") if declared[call] else dict(arguments)
+        function = call
+    else:
+        argument, function = dict(arguments), f"mcp__{server}__{call}"
+    literal = json.dumps(argument, separators=(",", ":"), ensure_ascii=False)
+    return f"text(JSON.stringify(await tools.{function}({literal})));"
+
+
 def _find_tool(call: str, offered: list[tuple[str | None, str]], server: str) -> tuple[str | None, str] | None:
     """Resolve a script's bare tool name: codex's ``mcp__<server>`` namespace first, then an
     exact flat name, opencode's ``<server>_<call>``, a flat ``mcp__<server>__<call>``, and
@@ -589,10 +629,13 @@ def _find_tool(call: str, offered: list[tuple[str | None, str]], server: str) ->
     return None
 
 
-def _usage(spec: Mapping[str, int] | None, raw: bytes, outputs: list[_Text | _Call]) -> dict[str, int]:
+def _usage(spec: Mapping[str, int] | None, raw: bytes, outputs: list[_Text | _Call | _CodeCall]) -> dict[str, int]:
     """Token counts ``{input, cachedInput, output, reasoning}``: the step's own, else estimates
     (about 4 bytes of request body per input token, 4 characters of output per output token)."""
-    produced = sum(len(o.text) if isinstance(o, _Text) else len(o.name) + len(o.arguments) for o in outputs)
+    produced = sum(
+        len(o.text) if isinstance(o, _Text) else len(o.source) if isinstance(o, _CodeCall) else len(o.name) + len(o.arguments)
+        for o in outputs
+    )
     usage = {"input": math.ceil(len(raw) / 4), "cachedInput": 0, "output": max(1, math.ceil(produced / 4)), "reasoning": 0}
     usage.update(spec or {})
     return usage
@@ -612,7 +655,7 @@ def _sse(event: str | None, data: Any) -> bytes:
 
 
 def _response_events(
-    owner: ScriptedModelServer, model: str, outputs: list[_Text | _Call], usage: Mapping[str, int]
+    owner: ScriptedModelServer, model: str, outputs: list[_Text | _Call | _CodeCall], usage: Mapping[str, int]
 ) -> list[tuple[str, dict[str, Any]]]:
     """The Responses API event sequence, ``[(event type, payload), ...]``; the last one is
     ``response.completed`` whose ``response`` is also the non-streaming answer.
@@ -638,7 +681,19 @@ def _response_events(
     emit("response.in_progress", response=dict(response))
     done_items: list[dict[str, Any]] = []
     for index, output in enumerate(outputs):
-        if isinstance(output, _Call):
+        if isinstance(output, _CodeCall):
+            item = {
+                "type": "custom_tool_call",
+                "id": owner._new_id("ctc"),
+                "call_id": owner._new_id("call"),
+                "name": "exec",
+                "input": output.source,
+                "status": "completed",
+            }
+            emit("response.output_item.added", output_index=index, item=dict(item, input="", status="in_progress"))
+            emit("response.custom_tool_call_input.delta", output_index=index, item_id=item["id"], delta=output.source)
+            emit("response.custom_tool_call_input.done", output_index=index, item_id=item["id"], input=output.source)
+        elif isinstance(output, _Call):
             item = {
                 "type": "function_call",
                 "id": owner._new_id("fc"),
@@ -695,7 +750,7 @@ def _response_events(
 
 
 def _chat_chunks(
-    owner: ScriptedModelServer, model: str, outputs: list[_Text | _Call], usage: Mapping[str, int]
+    owner: ScriptedModelServer, model: str, outputs: list[_Text | _Call | _CodeCall], usage: Mapping[str, int]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Chat Completions: ``(stream chunks, non-streaming completion)``. Texts join into one
     ``content`` (blank line between outputs); calls become ``tool_calls`` with indices 0, 1, ...

@@ -197,7 +197,7 @@ def build_config_toml(
         lines.append(f"model_reasoning_effort = {_toml_str(reasoning_effort)}")
     lines += [
         f"approval_policy = {_toml_str(policy)}",
-        'sandbox_mode = "read-only"',
+        'sandbox_mode = "workspace-write"',
         "check_for_update_on_startup = false",
         "",
         f"[model_providers.{PROVIDER_ID}]",
@@ -658,7 +658,7 @@ class CodexAppServerDriver(Driver):
         return {
             "cwd": str(self.workspace),
             "approvalPolicy": "never" if self.approvals == "auto" else "on-request",
-            "sandbox": "read-only",
+            "sandbox": "workspace-write",
             "ephemeral": False,
             "model": self.model,
             "modelProvider": PROVIDER_ID,
@@ -719,6 +719,15 @@ class CodexAppServerDriver(Driver):
     def _raise_if_crashed(self) -> None:
         if self._crashed is not None:
             raise InfrastructureError("runtime_crashed", True, self._crashed)
+
+    def probe_rejection(self) -> bool:
+        """See :meth:`Driver.probe_rejection`: ``evalhub/traceProbe`` is not a codex method, so
+        codex answers with a JSON-RPC error, interpreted as ``rejected``."""
+        try:
+            self._request("evalhub/traceProbe", {}, refusals_raise=True)
+        except JsonRpcError:
+            return True
+        return False
 
     def _stderr_hint(self) -> str:
         tail = [line for line in self._stderr_tail if line.strip()][-3:]
