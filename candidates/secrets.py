@@ -112,6 +112,7 @@ upstream observation check. Placeholders (``${DB_PASSWORD}``, ``<password>``, ``
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -501,6 +502,26 @@ def _prepare_extra_values(extra_values: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(values, key=lambda item: (-len(item), item)))
 
 
+#: A known secret value this long or longer is also scrubbed in pieces: any run of at least
+#: FRAGMENT_LENGTH of its characters. A key streamed back in two chunks (two protocol frames,
+#: each scrubbed alone) would otherwise leave its tail in the second one.
+FRAGMENT_MIN_VALUE_LENGTH = 16
+FRAGMENT_LENGTH = 8
+
+
+@functools.lru_cache(maxsize=64)
+def _fragment_pattern(value: str) -> re.Pattern[str]:
+    grams = sorted({value[i : i + FRAGMENT_LENGTH] for i in range(len(value) - FRAGMENT_LENGTH + 1)})
+    # A lookahead finds every (overlapping) start of a known piece in one pass.
+    return re.compile("(?=(" + "|".join(re.escape(gram) for gram in grams) + "))")
+
+
+def _fragment_spans(text: str, value: str) -> list[tuple[int, int]]:
+    if len(value) < FRAGMENT_MIN_VALUE_LENGTH or len(text) < FRAGMENT_LENGTH:
+        return []
+    return [(match.start(), match.start() + FRAGMENT_LENGTH) for match in _fragment_pattern(value).finditer(text)]
+
+
 def _redact(text: str, extra_values: tuple[str, ...]) -> str:
     spans = [(finding.start, finding.end) for finding in find_secrets(text)]
     for value in extra_values:  # longest first; spans are unioned, so order cannot leak a part
@@ -508,6 +529,7 @@ def _redact(text: str, extra_values: tuple[str, ...]) -> str:
         while index != -1:
             spans.append((index, index + len(value)))
             index = text.find(value, index + 1)
+        spans.extend(_fragment_spans(text, value))
     if not spans:
         return text
     spans.sort()
@@ -530,8 +552,10 @@ def redact(text: str, *, extra_values: Iterable[str] = ()) -> str:
 
     ``extra_values`` are exact secret values (e.g. the values of a candidate's required
     environment variables): every occurrence of each one of at least 4 characters is replaced
-    as well, longest first, whether or not it looks like a secret. Overlapping spans become a
-    single ``REDACTION``.
+    as well, longest first, whether or not it looks like a secret, and so is every run of
+    ``FRAGMENT_LENGTH`` or more characters of a value of ``FRAGMENT_MIN_VALUE_LENGTH`` or more
+    (a key split across two streamed chunks). Overlapping or touching spans become a single
+    ``REDACTION``.
     """
     return _redact(text, _prepare_extra_values(extra_values))
 
