@@ -1,13 +1,14 @@
 """System checks (``manage.py check``), registered from ``EvalhubConfig.ready``.
 
 Stable ids: evalhub.E001 cost ceiling, evalhub.E002 django-q2 retry/timeout, evalhub.E003 nightly
-time, evalhub.E004 schedule seed, evalhub.E005 django-q2 time zone.
+time, evalhub.E004 schedule seed, evalhub.E005 django-q2 time zone, evalhub.E006 model provider
+profiles, evalhub.W001 a live runtime that is not installed at its pinned version.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
 
 from candidates.secrets import secret_kinds
 from evalhub.conf import evalhub_setting
@@ -69,3 +70,27 @@ def check_evalhub_settings(app_configs=None, **kwargs) -> list[Error]:
             )
         )
     return errors
+
+
+@register()
+def check_live_runtimes(app_configs=None, **kwargs) -> list[Error | Warning]:
+    """Live executions need the model provider profiles to be valid and the runtimes installed.
+
+    A missing runtime is a warning, not an error: a machine that only plans, scores and reports
+    (or whose candidates lack credentials) never starts one, and an execution that needs it
+    reports ``runtime_missing`` itself.
+    """
+    from runs.harness.drivers.codex import codex_runtime_status
+    from runs.harness.providers import ProviderSettingsError, provider_profiles
+
+    problems: list[Error | Warning] = []
+    try:
+        provider_profiles()
+    except ProviderSettingsError as exc:
+        problems.append(
+            Error(str(exc), hint="Fix EVALHUB_MODEL_PROVIDERS (a JSON object: {profile: {base_url, wire_api, env_key}}).", id="evalhub.E006")
+        )
+    ok, message = codex_runtime_status()
+    if not ok:
+        problems.append(Warning(f"Codex live executions cannot run: {message}", hint="Run `make install` (npm ci).", id="evalhub.W001"))
+    return problems

@@ -14,6 +14,12 @@ DEFAULTS: dict[str, Any] = {
     "BASELINE_READY": False,
     "RETENTION_DAYS": 120,
     "RUNNER_BUILD": None,
+    "MODEL_PROVIDERS": {},
+    "MODEL_PROVIDERS_JSON": "",
+    "DEFAULT_PROVIDER_PROFILES": {"codex": "openai", "opencode": "openrouter", "acpx": "openai"},
+    "RUNTIME_BINARIES": {},
+    "RUNTIME_ENV_ALLOWLIST": ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"],
+    "TRACE_CAP_BYTES": 8 * 1024 * 1024,
 }
 
 

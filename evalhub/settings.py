@@ -237,6 +237,22 @@ EVALHUB = {
     "RETENTION_DAYS": env_int("EVALHUB_RETENTION_DAYS", 120, minimum=1),
     # Part of the live bundle identity; evalhub's version when unset.
     "RUNNER_BUILD": os.environ.get("EVALHUB_RUNNER_BUILD", "").strip() or None,
+    # Live executions. Model providers by qualification profile: where the runtime sends model
+    # requests, which wire API, and the *name* of the variable holding the key (never the key).
+    # A candidate without a profile uses DEFAULT_PROVIDER_PROFILES[provider]. EVALHUB_MODEL_PROVIDERS
+    # (a JSON object of the same shape) overrides or adds profiles; `manage.py check` validates it.
+    "MODEL_PROVIDERS": {
+        "openai": {"base_url": "https://api.openai.com/v1", "wire_api": "responses", "env_key": "OPENAI_API_KEY"},
+        "openrouter": {"base_url": "https://openrouter.ai/api/v1", "wire_api": "chat", "env_key": "OPENROUTER_API_KEY"},
+    },
+    "MODEL_PROVIDERS_JSON": os.environ.get("EVALHUB_MODEL_PROVIDERS", ""),
+    "DEFAULT_PROVIDER_PROFILES": {"codex": "openai", "opencode": "openrouter", "acpx": "openai"},
+    # Runtime binaries, installed by `make install` (npm ci) from package.json's pinned versions.
+    "RUNTIME_BINARIES": {"codex": env_str("EVALHUB_CODEX_BIN", str(BASE_DIR / "node_modules" / ".bin" / "codex"))},
+    # The only host variables a runtime inherits, besides the candidate's required variables.
+    "RUNTIME_ENV_ALLOWLIST": ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"],
+    # Raw protocol traces are kept compressed, up to this many uncompressed bytes per attempt.
+    "TRACE_CAP_BYTES": env_int("EVALHUB_TRACE_CAP_BYTES", 8 * 1024 * 1024, minimum=1024),
 }
 
 LOGGING = {

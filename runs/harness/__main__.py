@@ -1,0 +1,185 @@
+"""``python -m runs.harness run-case CASE_ID``: one live execution, without the database.
+
+Runs the same code as a live executor (``runs.harness.session``) for one case and one candidate of
+the bundled reference manifest, against a real runtime, and writes the observation (or the
+infrastructure failure) as JSON. With ``--scripts DIR`` a scripted model server on loopback plays
+``DIR/<script>.json`` (default: the case id), so the run needs no network — the end-to-end tests
+run it inside a loopback-only network namespace. The result is labelled ``"scripted": true``.
+
+Exit status: 0 when an observation or an infrastructure failure was written, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+REFERENCE_DATA = Path(__file__).resolve().parent.parent.parent / "evalhub" / "reference_data"
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def _reference_case(case_id: str) -> dict[str, Any]:
+    cases = json.loads((REFERENCE_DATA / "workflow-cases.json").read_text())["cases"]
+    for case in cases:
+        if case["id"] == case_id:
+            prompts_path = REFERENCE_DATA / "case-prompts.json"
+            prompts = json.loads(prompts_path.read_text()) if prompts_path.exists() else {}
+            return {**case, "prompt": prompts.get(case_id, "")}
+    known = ", ".join(case["id"] for case in cases)
+    raise SystemExit(f"unknown workflow case {case_id!r}; known: {known}")
+
+
+def _reference_candidate(candidate_id: str) -> dict[str, Any]:
+    manifest = json.loads((REFERENCE_DATA / "candidate-manifest.json").read_text())
+    for slot in manifest["slots"]:
+        for candidate in slot["candidates"]:
+            if candidate["id"] == candidate_id:
+                return candidate
+    raise SystemExit(f"unknown candidate {candidate_id!r} (the bundled reference manifest's ids only)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m runs.harness", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run-case", help="run one workflow case through a real runtime")
+    run.add_argument("case_id")
+    run.add_argument("--candidate", default="codex-luna", help="candidate id from the reference manifest")
+    run.add_argument("--scripts", type=Path, help="directory of scripted-model scripts (serves a scripted model)")
+    run.add_argument("--script", help="script name in --scripts (default: the case id)")
+    run.add_argument("--budget", help='JSON object overriding budget fields, e.g. {"maxTotalTokens": 50}')
+    run.add_argument(
+        "--price",
+        help='JSON object of US dollars per million tokens, e.g. {"input": 2, "cachedInput": 0.2, "output": 8, '
+        '"reasoning": 8} (default: a scripted model bills a known 0, a real one reads no price: unknown cost)',
+    )
+    run.add_argument("--execution-id", default="rwe-cli0000000000000")
+    run.add_argument("--attempt", type=int, default=1)
+    run.add_argument("--out", type=Path, help="write the result JSON here (default: stdout)")
+    run.add_argument("--trace-out", type=Path, help="write the gzip NDJSON trace artifact here")
+    run.add_argument("--debug", action="store_true", help="add the scripted model's answers to the result")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; see the module docstring."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
+    import django
+
+    django.setup()
+    from evalhub.conf import evalhub_setting
+    from runs.executors.base import InfrastructureError
+    from runs.harness.contracts import ProviderConfig
+    from runs.harness.providers import provider_for
+    from runs.harness.session import run_live_execution
+
+    args = _parser().parse_args(argv)
+    case = _reference_case(args.case_id)
+    candidate = _reference_candidate(args.candidate)
+    if args.budget:
+        candidate = {**candidate, "budget": {**candidate["budget"], **json.loads(args.budget)}}
+    names = candidate.get("qualification", {}).get("requiredEnvironment", [])
+    server = None
+    if args.scripts:
+        from runs.harness.script_schema import load_script
+        from runs.harness.scripted_model import ScriptedModelServer
+
+        scripts = {path.stem: load_script(path) for path in sorted(args.scripts.glob("*.json"))}
+        name = args.script or args.case_id
+        if name not in scripts:
+            raise SystemExit(f"no script {name!r} in {args.scripts}")
+        server = ScriptedModelServer(scripts)
+        root = server.start()
+        provider = ProviderConfig(
+            profile="scripted",
+            base_url=f"{root}/scripts/{name}/v1",
+            wire_api="responses",
+            env_key=names[0] if names else None,
+            scripted=True,
+        )
+    else:
+        provider = provider_for(candidate)
+    price = _price(args.price, str(candidate.get("model", ""))) if args.price else None
+    required = {name: os.environ.get(name, "") for name in names}
+    result: dict[str, Any] = {"caseId": case["id"], "candidateId": candidate["id"], "scripted": provider.scripted}
+    artifacts: list[Any] = []
+    try:
+        live = run_live_execution(
+            execution_id=args.execution_id,
+            case=case,
+            candidate=candidate,
+            prompt=case["prompt"],
+            provider=provider,
+            driver_factory=_driver_for(candidate),
+            required_environment=required,
+            allowlist=tuple(evalhub_setting("RUNTIME_ENV_ALLOWLIST") or ()),
+            trace_cap_bytes=int(evalhub_setting("TRACE_CAP_BYTES")),
+            attempt=args.attempt,
+            price=price,
+            artifact_sink=artifacts.append,
+        )
+        result["observation"] = live.observation
+        result["error"] = None
+    except InfrastructureError as error:
+        result["observation"] = None
+        result["error"] = {"code": error.code, "retryable": error.retryable, "message": error.message}
+    finally:
+        if server is not None:
+            result["modelRequests"] = len(server.requests)
+            if args.debug:
+                result["modelLog"] = [
+                    {"step": request.get("step"), "answer": request.get("answer"), "conversation": request.get("conversation")}
+                    for request in server.requests
+                ]
+            server.stop()
+    if artifacts:
+        artifact = artifacts[-1]
+        result["trace"] = {
+            "digest": artifact.digest,
+            "frameCount": artifact.frame_count,
+            "rawBytes": artifact.raw_bytes,
+            "truncated": artifact.truncated,
+        }
+        if args.trace_out:
+            args.trace_out.write_bytes(artifact.data)
+    text = json.dumps(result, indent=2)
+    if args.out:
+        args.out.write_text(text)
+    else:
+        sys.stdout.write(text + "\n")
+    return 0
+
+
+def _price(text: str, model: str) -> Any:
+    """``--price`` JSON (USD per million tokens; missing fields are 0) → ``pricing.Price``."""
+    from decimal import Decimal
+
+    from runs.harness.pricing import Price
+
+    fields = json.loads(text)
+    if not isinstance(fields, dict) or set(fields) - {"input", "cachedInput", "output", "reasoning"}:
+        raise SystemExit("--price needs a JSON object with input, cachedInput, output and/or reasoning")
+    money = {key: Decimal(str(fields.get(key, 0))) for key in ("input", "cachedInput", "output", "reasoning")}
+    return Price(
+        model=model,
+        input=money["input"],
+        cached_input=money["cachedInput"],
+        output=money["output"],
+        reasoning=money["reasoning"],
+    )
+
+
+def _driver_for(candidate: dict[str, Any]) -> Any:
+    from django.utils.module_loading import import_string
+
+    from runs.executors import executor_paths
+
+    executor_class = import_string(executor_paths()[candidate["adapter"]])
+    return executor_class().driver_factory()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""One live execution, assembled: control plane + MCP server + driver + case driver + observer.
+
+Runtime-neutral and free of the ORM, so the executor (inside Django) and the DB-free command line
+(``python -m runs.harness``, used by the end-to-end tests inside a loopback-only network
+namespace) run exactly the same code. The driver is the only runtime-specific part; it is passed
+in as a factory.
+
+The runtime's environment is a small allow-list of host variables (``RUNTIME_ENV_ALLOWLIST``) plus
+the candidate's required variables — nothing else of the host reaches it. The exact values of
+those variables are scrubbed, together with secret-shaped strings, from every trace frame, every
+message and the observation before anything leaves this module.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from candidates.secrets import redact, redact_data
+from runs.executors.base import InfrastructureError
+from runs.harness.contracts import Driver, EventLog, ProviderConfig
+
+#: Provider failure codes a driver reports in ``TurnOutcome.error_code`` → retryable?
+#: Server errors, rate limits, dropped streams and timeouts may pass; quota, authentication and
+#: an unknown model will not pass on a second attempt.
+PROVIDER_FAILURES: dict[str, bool] = {
+    "provider_rate_limited": True,
+    "provider_stream_dropped": True,
+    "provider_timeout": True,
+    "provider_quota_exhausted": False,
+    "provider_auth_refused": False,
+    "provider_unknown_model": False,
+    "provider_bad_request": False,
+}
+
+DriverFactory = Callable[..., Driver]
+
+#: evalhub's standing instructions to every agent under test (the reference's common preamble:
+#: typed tools only, no REST, end with brief prose). The per-case task prompt is data.
+INSTRUCTIONS = (
+    "You are working on a task board through evalhub's typed tools (the `evalhub` MCP server). "
+    "Use only those tools to read and change the board; there is no REST API and no other way to "
+    "reach it. Follow the task's steps exactly, call each tool only as often as the task says, fix "
+    "a call the board refuses in the same turn using the problems it lists, and end every turn with "
+    "a brief plain-prose message."
+)
+
+
+def provider_failure_retryable(code: str) -> bool:
+    """Whether a provider failure code may succeed on a second attempt (5xx codes: yes)."""
+    if code.startswith("provider_http_5"):
+        return True
+    return PROVIDER_FAILURES.get(code, True)
+
+
+def runtime_environment(
+    host: Mapping[str, str], required: Mapping[str, str], allowlist: Sequence[str], *, home: Path
+) -> dict[str, str]:
+    """The runtime's whole environment: allow-listed host variables, the candidate's required
+    variables, and a private ``HOME``/``TMPDIR`` under the execution's directory."""
+    environment = {name: host[name] for name in allowlist if name in host}
+    environment.update({name: value for name, value in required.items() if value})
+    environment["HOME"] = str(home)
+    environment["TMPDIR"] = str(home)
+    return environment
+
+
+@dataclass
+class LiveResult:
+    """What one live execution produced: the observation (already scrubbed), the trace artifact
+    (``runs.harness.trace.TraceArtifact`` or ``None``), the evidence for debugging, and whether the
+    model endpoint was scripted."""
+
+    observation: dict[str, Any]
+    artifact: Any
+    scripted: bool
+
+
+def run_live_execution(
+    *,
+    execution_id: str,
+    case: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    prompt: str,
+    provider: ProviderConfig,
+    driver_factory: DriverFactory,
+    required_environment: Mapping[str, str],
+    host_environment: Mapping[str, str] | None = None,
+    allowlist: Sequence[str] = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"),
+    price: Any = None,
+    trace_cap_bytes: int = 8 * 1024 * 1024,
+    attempt: int = 1,
+    artifact_sink: Callable[[Any], None] | None = None,
+    workdir: Path | None = None,
+) -> LiveResult:
+    """Run one case for one candidate through a real runtime and return its observation.
+
+    ``case`` is the workflow case document (``id``, ``title``, ``steps``, ``assertions``),
+    ``candidate`` the candidate document (``budget`` in ms / USD / tokens), ``prompt`` the case's
+    task prompt, ``required_environment`` the candidate's variables (name → value; values are
+    scrubbed everywhere), ``price`` a ``runs.harness.pricing.Price`` or ``None`` (unknown cost).
+    ``artifact_sink`` receives the trace artifact even when the execution then fails.
+
+    Raises :class:`InfrastructureError` for failures of the runtime or the provider (codes
+    ``runtime_missing``, ``runtime_start_failed``, ``runtime_crashed``, ``mcp_unavailable``,
+    ``provider_*``, ``turn_timeout``); any other exception is the orchestration's
+    ``executor_crashed``. Candidate failures are observations, not exceptions.
+    """
+    from runs.harness.budgets import BudgetGuard
+    from runs.harness.case_driver import case_callbacks, run_case
+    from runs.harness.controlplane import ControlPlane
+    from runs.harness.mcp_server import serve
+    from runs.harness.observe import observe
+    from runs.harness.pricing import cost_usd
+    from runs.harness.trace import TraceRecorder
+
+    secrets = [value for value in required_environment.values() if value]
+
+    def scrub(text: str) -> str:
+        return redact(text, extra_values=secrets)
+
+    host = os.environ if host_environment is None else host_environment
+    own_dir = workdir is None
+    root = Path(tempfile.mkdtemp(prefix="evalhub-live-")) if own_dir else Path(workdir)
+    events = EventLog()
+    recorder = TraceRecorder(scrub=scrub, cap_bytes=trace_cap_bytes)
+    control_plane = ControlPlane(execution_id=execution_id, case=case, prompt=prompt, events=events)
+    if price is None and provider.scripted:
+        # A scripted endpoint bills nothing: its cost is a known 0, not an unknown price.
+        from decimal import Decimal
+
+        from runs.harness.pricing import Price
+
+        zero = Decimal(0)
+        price = Price(model=str(candidate.get("model", "")), input=zero, cached_input=zero, output=zero, reasoning=zero)
+    guard = BudgetGuard(candidate.get("budget") or {}, price=price, cost_of=cost_usd)
+    endpoint = None
+    driver = None
+    try:
+        home = root / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        (root / "work").mkdir(exist_ok=True)
+        endpoint = serve(control_plane)
+        callbacks = case_callbacks(case, events=events, budget_guard=guard)
+        driver = driver_factory(
+            callbacks=callbacks,
+            instructions=INSTRUCTIONS,
+            workdir=root,
+            provider=provider,
+            model=candidate.get("model", ""),
+            reasoning_effort=candidate.get("reasoningEffort"),
+            mcp_url=endpoint.url,
+            environment=runtime_environment(host, required_environment, allowlist, home=home),
+            events=events,
+            trace=recorder,
+            case_id=case.get("id"),
+            execution_id=execution_id,
+            # Approval requests reach the case driver only when a step decides one.
+            approvals="prompt" if any(step.get("kind") == "permission_decision" for step in case.get("steps", [])) else "auto",
+        )
+        evidence = run_case(
+            execution_id=execution_id,
+            case=case,
+            candidate=candidate,
+            prompt=prompt,
+            driver=driver,
+            control_plane=control_plane,
+            events=events,
+            budget_guard=guard,
+            trace=recorder,
+            attempt=attempt,
+            callbacks=callbacks,
+        )
+        _raise_for_infrastructure(evidence, driver, guard)
+        observation = redact_data(observe(evidence), extra_values=secrets)
+        return LiveResult(observation=observation, artifact=_artifact(recorder, artifact_sink), scripted=provider.scripted)
+    except InfrastructureError as error:
+        _artifact(recorder, artifact_sink)
+        error.message = scrub(error.message)[:1000]
+        error.args = (error.message,)
+        raise
+    except BaseException:
+        _artifact(recorder, artifact_sink)
+        raise
+    finally:
+        if driver is not None:
+            driver.close()
+        if endpoint is not None:
+            endpoint.close()
+        if own_dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _raise_for_infrastructure(evidence: Any, driver: Driver, guard: Any) -> None:
+    """A turn that failed on the provider's side, or ran out of time, is not the candidate's
+    failure: raise it as an infrastructure failure with its own code (upstream-spec §6 step 7)."""
+    spent = getattr(guard, "cost_usd", None)
+    for turn in evidence.turns:
+        if turn.status == "failed":
+            # A failed turn without a recognised provider code is the reference's catch-all.
+            code = turn.error_code or "live_provider_execution_failed"
+            raise InfrastructureError(
+                code,
+                provider_failure_retryable(code),
+                f"{driver.runtime_name}: the model provider failed: {turn.error or turn.error_code}",
+                cost_usd=spent,
+            )
+        if turn.status == "timed_out":
+            raise InfrastructureError(
+                "turn_timeout",
+                True,
+                f"{driver.runtime_name}: a turn ran past the candidate's maxLatencyMs "
+                f"({turn.ended_ms - turn.started_ms} ms) and was interrupted",
+                cost_usd=spent,
+            )
+
+
+def _artifact(recorder: Any, sink: Callable[[Any], None] | None) -> Any:
+    artifact = recorder.artifact()
+    if sink is not None and artifact is not None:
+        sink(artifact)
+    return artifact
