@@ -11,7 +11,7 @@ from django.utils.html import format_html
 
 from evalhub.admin_forms import EvalhubAdminMixin, ReadOnlyAdminMixin
 from evalhub.templatetags.evalhub_format import format_usd
-from runs.models import Alert, Attempt, CoverageCatalog, Execution, Report, Run, Scorecard
+from runs.models import Alert, Attempt, CoverageCatalog, Execution, Report, Run, Scorecard, TraceArtifact
 
 
 @admin.register(Run)
@@ -87,6 +87,25 @@ class AttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
         return format_usd(attempt.cost_usd)
 
 
+class TraceArtifactInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """An execution's recorded traces: sizes and digest only (the bytes are downloaded from the
+    execution page, which verifies the digest first)."""
+
+    model = TraceArtifact
+    fields = ("attempt", "frame_count", "raw_bytes", "stored_bytes", "truncated", "digest", "download", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[TraceArtifact]:
+        return super().get_queryset(request).defer("data")
+
+    @admin.display(description="download")
+    def download(self, trace: TraceArtifact) -> str:
+        url = reverse("pages:execution-trace", args=[trace.execution_id, trace.attempt])
+        return format_html('<a href="{}">NDJSON, gzip</a>', url)
+
+
 @admin.register(Execution)
 class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
@@ -126,7 +145,7 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "observation",
     )
     readonly_fields = fields
-    inlines = (AttemptInline,)
+    inlines = (AttemptInline, TraceArtifactInline)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Execution]:
         return super().get_queryset(request).select_related("run__schedule")

@@ -1,5 +1,5 @@
-"""REST endpoints for the run history (read-only): runs, executions, scorecards, reports (and their
-exports), alerts and comparisons; plus ``POST /api/runs/{id}/refresh/`` (staff) for a replay refresh
+"""REST endpoints for the run history (read-only): runs, executions (and their raw traces),
+scorecards, reports (and their exports), alerts and comparisons; plus ``POST /api/runs/{id}/refresh/`` (staff) for a replay refresh
 and ``POST /api/score/`` (any signed-in user) to score observations without storing anything.
 
 Money is a JSON number of US dollars. An execution whose price is unknown reads
@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from candidates.secrets import redact
+from evalhub.api.exceptions import Conflict
 from evalhub.api.serializers import UsdField
 from evalhub.api.views import ApiViewMixin, ReadOnlyViewSet
 from runs.exports import EXPORT_FORMATS, export_report
@@ -41,8 +42,10 @@ from runs.models import (
     Run,
     RunStatus,
     Scorecard,
+    TraceArtifact,
     Trigger,
 )
+from runs.harness.trace import TraceIntegrityError, read_artifact
 from runs.observation_schema import ObservationError, validate_observation
 from runs.observations import finite_json
 from runs.queries import run_history
@@ -255,8 +258,20 @@ class RunViewSet(ReadOnlyViewSet):
         return RunSerializer(runs, context=context, **kwargs)
 
 
+class TraceNegotiation(DefaultContentNegotiation):
+    """The trace action answers gzip bytes whatever the client accepts; its errors render as
+    JSON (the first renderer). Elsewhere, DRF's negotiation."""
+
+    def select_renderer(self, request: Request, renderers: list[Any], format_suffix: str | None = None) -> tuple[Any, str]:
+        view = (request.parser_context or {}).get("view")
+        if getattr(view, "action", None) == "trace":
+            return renderers[0], renderers[0].media_type
+        return super().select_renderer(request, renderers, format_suffix)
+
+
 class ExecutionViewSet(ReadOnlyViewSet):
-    """Executions with their observations and attempts: ``/api/executions/`` and ``/api/executions/{id}/``.
+    """Executions with their observations and attempts: ``/api/executions/`` and ``/api/executions/{id}/``;
+    an attempt's raw protocol trace at ``/api/executions/{id}/trace/``.
 
     Filters: ``run``, ``classification``, ``candidate``, ``case``, ``slot``, ``status``. Read-only.
     """
@@ -264,6 +279,58 @@ class ExecutionViewSet(ReadOnlyViewSet):
     queryset = execution_queryset()
     serializer_class = ExecutionSerializer
     filterset_class = ExecutionFilter
+    content_negotiation_class = TraceNegotiation
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "attempt", OpenApiTypes.INT, required=False,
+                description="The attempt number (1, 2); default the last attempt that recorded a trace.",
+            )
+        ],
+        responses={
+            (200, "application/gzip"): OpenApiResponse(
+                response=OpenApiTypes.BINARY,
+                description="The gzip-compressed NDJSON trace (upstream-spec §6.2), as an attachment. Headers "
+                "X-Trace-Digest (sha256 of the NDJSON), X-Trace-Frames, X-Trace-Truncated.",
+            ),
+            400: OpenApiResponse(description='{"attempt": ["..."]}: not an attempt number.'),
+            404: OpenApiResponse(description='{"detail": "..."}: no such execution, or no trace for it (or that attempt).'),
+            409: OpenApiResponse(description='{"detail": "..."}: the stored trace failed its digest check.'),
+        },
+        filters=False,
+    )
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def trace(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
+        """The raw protocol trace of one attempt, verified against its digest before it is sent.
+
+        Traces are evidence for debugging one execution; they are never part of reports or exports.
+        """
+        unknown = [name for name in request.query_params if name != "attempt"]
+        if unknown:
+            raise exceptions.ValidationError({name: ["Unknown query parameter. Accepted: attempt."] for name in unknown})
+        attempt = request.query_params.get("attempt")
+        if attempt is not None and not (attempt.isascii() and attempt.isdigit() and 0 < int(attempt) < 2**31):
+            raise exceptions.ValidationError({"attempt": ["Give an attempt number: 1, 2, ..."]})
+        pk = self.kwargs[self.lookup_url_kwarg or self.lookup_field]
+        execution_id = Execution.objects.filter(pk=pk).values_list("execution_id", flat=True).first()
+        if execution_id is None:
+            raise exceptions.NotFound(f"There is no execution {pk}.")
+        traces = TraceArtifact.objects.filter(execution_id=pk)
+        trace = (traces.filter(attempt=int(attempt)) if attempt else traces.order_by("-attempt")).first()
+        if trace is None:
+            which = f"attempt {attempt} of execution {pk}" if attempt else f"execution {pk}"
+            raise exceptions.NotFound(f"There is no recorded trace for {which}.")
+        try:
+            read_artifact(bytes(trace.data), trace.digest)
+        except TraceIntegrityError as exc:
+            raise Conflict(f"The stored trace of attempt {trace.attempt} cannot be served: {exc}.") from None
+        response = HttpResponse(bytes(trace.data), content_type="application/gzip")
+        response["Content-Disposition"] = f'attachment; filename="{execution_id}-attempt-{trace.attempt}.trace.ndjson.gz"'
+        response["X-Trace-Digest"] = trace.digest
+        response["X-Trace-Frames"] = str(trace.frame_count)
+        response["X-Trace-Truncated"] = "true" if trace.truncated else "false"
+        return response
 
 
 # -- scorecards, reports, alerts, comparisons ------------------------------------------------------

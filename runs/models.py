@@ -177,6 +177,48 @@ class Attempt(models.Model):
         return f"{self.execution.execution_id} attempt {self.number}"
 
 
+class TraceArtifact(models.Model):
+    """The raw protocol trace of one execution attempt: an NDJSON document (upstream-spec §6.2),
+    gzip-compressed, as ``runs.harness.trace.TraceRecorder`` recorded it (every frame already
+    scrubbed of secrets).
+
+    ``raw_bytes`` is the uncompressed size, ``stored_bytes`` the compressed size (bytes);
+    ``digest`` is ``sha256:<hex>`` of the uncompressed document and is checked on every read
+    (``runs.harness.trace.read_artifact``); ``frame_count`` counts every frame the runtime
+    exchanged, ``truncated`` says the size cap was reached and later frames were counted but not
+    stored. Traces are evidence for people debugging one execution: they never go into reports
+    or exports.
+    """
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="traces")
+    attempt = models.PositiveIntegerField(help_text="The attempt number this trace belongs to (1, 2).")
+    data = models.BinaryField(help_text="The gzip-compressed NDJSON trace.")
+    raw_bytes = models.PositiveBigIntegerField("uncompressed size (bytes)")
+    stored_bytes = models.PositiveBigIntegerField("stored size (bytes)")
+    frame_count = models.PositiveIntegerField("frames")
+    digest = models.CharField(max_length=71, help_text="sha256:<hex> of the uncompressed NDJSON.")
+    truncated = models.BooleanField(default=False, help_text="The size cap was reached: later frames were not stored.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["execution", "attempt"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["execution", "attempt"],
+                name="trace_one_per_attempt",
+                violation_error_message="This execution attempt already has a trace.",
+            ),
+            models.CheckConstraint(
+                condition=Q(digest__regex=r"^sha256:[0-9a-f]{64}$"),
+                name="trace_digest_sha256",
+                violation_error_message="The digest must be sha256: followed by 64 lowercase hex digits.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"trace of {self.execution.execution_id} attempt {self.attempt}"
+
+
 class Scorecard(models.Model):
     """An execution's observation scored into the reference scorecard (``paperclip.runner.eval-scorecard.v2``).
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Case, Count, OuterRef, Q, QuerySet, Subquery, Value, When
 
-from runs.models import Alert, AlertSeverity, Classification, Execution, Report, Run, Scorecard
+from runs.models import Alert, AlertSeverity, Attempt, Classification, Execution, Report, Run, Scorecard, TraceArtifact
 from runs.reports import DIMENSION_KEYS
 
 ENVIRONMENT_MISSING = "qualification_environment_missing"
@@ -294,3 +294,79 @@ def missing_environment(executions: list[Execution]) -> MissingEnvironment:
         _, _, listed = execution.failure_message.rpartition(": ")
         names.update(name.strip() for name in listed.split(",") if name.strip())
     return MissingEnvironment(count, sorted(names.items()), list(candidates))
+
+
+# --- one execution -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One check of an execution's observation, as the execution page lists it."""
+
+    group: str
+    id: str
+    passed: bool | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class ExecutionPage:
+    """What the execution page shows: the execution (run, schedule and scorecard loaded), its
+    attempts in order, its stored traces by attempt number (without their data), the
+    observation's checks by group, and the scorecard's dimensions in scoring order."""
+
+    execution: Execution
+    attempts: list[Attempt]
+    traces: dict[int, TraceArtifact]
+    checks: list[CheckRow]
+    dimensions: list[dict[str, Any]]
+
+    @property
+    def attempt_rows(self) -> list[tuple[Attempt | None, int, TraceArtifact | None]]:
+        """``(attempt or None, number, trace or None)`` per attempt number, with a trace whose
+        attempt row is missing still listed."""
+        numbers = sorted({attempt.number for attempt in self.attempts} | set(self.traces))
+        by_number = {attempt.number: attempt for attempt in self.attempts}
+        return [(by_number.get(number), number, self.traces.get(number)) for number in numbers]
+
+
+CHECK_GROUPS = ("lifecycle", "continuation", "presentation")
+
+
+def observation_checks(observation: Any) -> list[CheckRow]:
+    """The ``checks`` of the observation's lifecycle, continuation and presentation groups, in
+    order; anything that is not a check object is skipped (stored observations are trusted, not assumed)."""
+    rows: list[CheckRow] = []
+    if not isinstance(observation, dict):
+        return rows
+    for group in CHECK_GROUPS:
+        section = observation.get(group)
+        checks = section.get("checks") if isinstance(section, dict) else None
+        for check in checks if isinstance(checks, list) else []:
+            if isinstance(check, dict) and isinstance(check.get("id"), str):
+                passed = check.get("passed")
+                reason = check.get("reason")
+                rows.append(
+                    CheckRow(group, check["id"], passed if isinstance(passed, bool) else None, reason if isinstance(reason, str) else "")
+                )
+    return rows
+
+
+def execution_page(pk: int) -> ExecutionPage | None:
+    """One execution for its page in three queries (execution with run, schedule and scorecard;
+    attempts; traces without their data), or None when there is no such execution."""
+    execution = Execution.objects.select_related("run__schedule", "scorecard").filter(pk=pk).first()
+    if execution is None:
+        return None
+    attempts = list(execution.attempts.order_by("number", "id"))
+    traces = {trace.attempt: trace for trace in execution.traces.defer("data").order_by("attempt")}
+    card = scorecard_of(execution)
+    document = card.document if card is not None and isinstance(card.document, dict) else {}
+    dimensions = document.get("dimensions") if isinstance(document.get("dimensions"), dict) else {}
+    ordered = [key for key in DIMENSION_KEYS if key in dimensions] + [key for key in dimensions if key not in DIMENSION_KEYS]
+    rows = [
+        {**dimensions[key], "label": str(key).replace("_", " ")}
+        for key in ordered
+        if isinstance(dimensions[key], dict)
+    ]
+    return ExecutionPage(execution, attempts, traces, observation_checks(execution.observation), rows)

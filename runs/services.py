@@ -20,6 +20,10 @@ The orchestration follows the reference ``executeRunnerLiveSchedule`` and nightl
   recorded in ``run.error`` and never undoes the executions;
 * every text a run stores or logs is redacted: secret shapes, and the values of every
   candidate's required variables and every credential-named variable (B12);
+* each attempt gets an :class:`ArtifactSink`; the raw trace an executor leaves there is stored
+  with the attempt's row (``TraceArtifact``, same transaction), whether the attempt returned an
+  observation, raised an infrastructure error or crashed — scrubbed once more with the run's
+  secret values first (defence in depth: the recorder already scrubbed it);
 * every execution is claimed with a conditional update before its executor is called and the
   run itself is claimed the same way, so a second delivery does nothing and spends nothing.
 """
@@ -41,6 +45,8 @@ from django.utils import timezone
 
 from candidates.secrets import contains_secret, redact, redact_data, secret_kinds
 from runs.executors import ExecutionRequest, InfrastructureError, executor_for
+from runs.executors.base import ArtifactSink
+from runs.harness.trace import rescrub_artifact
 from runs.models import (
     Attempt,
     AttemptOutcome,
@@ -49,6 +55,7 @@ from runs.models import (
     Report,
     Run,
     RunStatus,
+    TraceArtifact,
     Trigger,
 )
 from runs.observation_schema import validate_observation
@@ -79,6 +86,9 @@ CREDENTIAL_NAME = re.compile(
 
 
 UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING)
+#: A stored trace's digest (the ``trace_digest_sha256`` constraint, checked before the insert so a
+#: malformed artifact is dropped instead of rolling back its attempt).
+TRACE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass
@@ -236,7 +246,8 @@ def execute_run(run: Run, *, environ: Mapping[str, str], progress: ProgressCallb
 
 
 def _execute_claimed(run: Run, *, environ: Mapping[str, str], progress: ProgressCallback | None) -> RunSummary:
-    cases = {case.key: case.to_document() for case in WorkflowCase.objects.all()}
+    # The reference case document plus evalhub's task prompt, which live executors give the agent.
+    cases = {case.key: {**case.to_document(), "prompt": case.prompt} for case in WorkflowCase.objects.all()}
     candidates = {candidate["id"]: candidate for candidate in run.schedule.candidates}
     executions = list(run.executions.select_related("entry").order_by("position"))
     secrets = secret_values(environ, [*candidates.values(), *(execution.entry.candidate for execution in executions)])
@@ -343,8 +354,15 @@ def _execute_one(
     for number in (1, 2):
         attempt_started = timezone.now()
         attempt_clock = time.monotonic()
+        artifacts = ArtifactSink()
         request = ExecutionRequest(
-            run_id=run.pk, entry=entry_document, candidate=candidate, case=case, environment=request_environment, attempt=number
+            run_id=run.pk,
+            entry=entry_document,
+            candidate=candidate,
+            case=case,
+            environment=request_environment,
+            attempt=number,
+            artifacts=artifacts,
         )
         try:
             executor = executor_for(candidate.get("adapter", ""))
@@ -356,7 +374,7 @@ def _execute_one(
             message = redact(str(error.message), extra_values=secrets)
             retryable = error.retryable is True
             _attempt(execution, number, AttemptOutcome.INFRASTRUCTURE_ERROR, attempt_started, attempt_clock,
-                     code=code, retryable=retryable, message=message, cost=cost)
+                     code=code, retryable=retryable, message=message, cost=cost, artifacts=artifacts, secrets=secrets)
             wait = _retry_wait(error)
             if retryable and number == 1 and wait is not None:
                 sleep(wait)
@@ -373,7 +391,8 @@ def _execute_one(
             message = redact(f"the executor crashed: {type(exc).__name__}: {exc}", extra_values=secrets)
             logger.warning("execution %s: %s", execution.execution_id, message)
             _attempt(execution, number, AttemptOutcome.CRASH, attempt_started, attempt_clock,
-                     code="executor_crashed", retryable=False, message=message, cost=None)
+                     code="executor_crashed", retryable=False, message=message, cost=None,
+                     artifacts=artifacts, secrets=secrets)
             observation = unavailable_observation(
                 case=case, candidate=candidate, classification="infrastructure_failure",
                 code="executor_crashed", category="orchestration", retryable=False, message=message,
@@ -384,7 +403,8 @@ def _execute_one(
         if problems:
             message = redact("the executor returned an invalid observation: " + "; ".join(problems), extra_values=secrets)
             _attempt(execution, number, AttemptOutcome.CRASH, attempt_started, attempt_clock,
-                     code="invalid_observation", retryable=False, message=message, cost=None)
+                     code="invalid_observation", retryable=False, message=message, cost=None,
+                     artifacts=artifacts, secrets=secrets)
             observation = unavailable_observation(
                 case=case, candidate=candidate, classification="infrastructure_failure",
                 code="invalid_observation", category="orchestration", retryable=False, message=message,
@@ -394,7 +414,7 @@ def _execute_one(
         observation = _stored_form(observation, secrets)
         cost = _finite_cost(observation["metrics"].get("costUsd"))
         _attempt(execution, number, AttemptOutcome.OBSERVATION, attempt_started, attempt_clock,
-                 code="", retryable=None, message="", cost=cost)
+                 code="", retryable=None, message="", cost=cost, artifacts=artifacts, secrets=secrets)
         if cost is None:
             # Unknown price: reserve the candidate's whole cost budget rather than count $0 (B5).
             reserve = _finite_cost(candidate.get("budget", {}).get("maxCostUsd")) or Decimal(0)
@@ -459,19 +479,65 @@ def _finite_cost(value: Any) -> Decimal | None:
     return amount.quantize(MICRO_DOLLAR, rounding=ROUND_CEILING)
 
 
-def _attempt(execution, number, outcome, started_at, clock, *, code, retryable, message, cost) -> None:
-    Attempt.objects.create(
-        execution=execution,
-        number=number,
-        outcome=outcome,
-        error_code=code,
-        retryable=retryable,
-        message=message,
-        cost_usd=cost,
-        duration_ms=int((time.monotonic() - clock) * 1000),
-        started_at=started_at,
-        finished_at=timezone.now(),
-    )
+def _attempt(
+    execution, number, outcome, started_at, clock, *, code, retryable, message, cost,
+    artifacts: ArtifactSink | None = None, secrets: Sequence[str] = (),
+) -> None:
+    """Record one attempt and, in the same transaction, the trace its executor left in ``artifacts``."""
+    duration_ms = int((time.monotonic() - clock) * 1000)
+    trace = _trace_row(execution, number, artifacts.trace if artifacts is not None else None, secrets)
+    with transaction.atomic():
+        Attempt.objects.create(
+            execution=execution,
+            number=number,
+            outcome=outcome,
+            error_code=code,
+            retryable=retryable,
+            message=message,
+            cost_usd=cost,
+            duration_ms=duration_ms,
+            started_at=started_at,
+            finished_at=timezone.now(),
+        )
+        if trace is not None:
+            trace.save()
+
+
+def _trace_row(execution: Execution, number: int, artifact: Any, secrets: Sequence[str]) -> TraceArtifact | None:
+    """The unsaved ``TraceArtifact`` row for an attempt's recorded trace, or None when there is
+    none or it cannot be read (logged: a broken trace must never lose the execution).
+
+    The trace is scrubbed again with the run's secret values: the recorder scrubbed it with the
+    candidate's own values, and the run knows every candidate's (B12)."""
+    if artifact is None:
+        return None
+    try:
+        clean, rescrubbed = rescrub_artifact(artifact, lambda text: redact(text, extra_values=secrets))
+        row = TraceArtifact(
+            execution=execution,
+            attempt=number,
+            data=bytes(clean.data),
+            raw_bytes=int(clean.raw_bytes),
+            stored_bytes=len(clean.data),
+            frame_count=int(clean.frame_count),
+            digest=str(clean.digest),
+            truncated=bool(clean.truncated),
+        )
+        row.full_clean(exclude=["execution"], validate_unique=False, validate_constraints=False)
+        if not TRACE_DIGEST.fullmatch(row.digest):
+            raise ValueError("the trace digest is not sha256:<64 hex>")
+    except Exception as exc:  # a malformed artifact from an executor: keep the attempt, drop the trace
+        logger.warning(
+            "execution %s attempt %s: the trace was not stored: %s",
+            execution.execution_id, number, redact(f"{type(exc).__name__}: {exc}", extra_values=secrets),
+        )
+        return None
+    if rescrubbed:
+        logger.warning(
+            "execution %s attempt %s: the trace held a secret value its recorder had not scrubbed; scrubbed before storing",
+            execution.execution_id, number,
+        )
+    return row
 
 
 def settlement_ms(observation: Mapping[str, Any]) -> int | None:

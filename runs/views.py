@@ -1,5 +1,6 @@
-"""The run pages: the history of runs, one run with its report, exports of that report, the
-comparison of two runs and the open alerts. Sign-in required."""
+"""The run pages: the history of runs, one run with its report, exports of that report, one
+execution with its raw trace downloads, the comparison of two runs and the open alerts. Sign-in
+required."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.http import content_disposition_header
 
-from runs.models import Report
+from runs.harness.trace import TraceIntegrityError, read_artifact
+from runs.models import Report, TraceArtifact
 from runs.queries import (
     CEILING_REACHED,
     compare_page_runs,
     compare_runs,
+    execution_page,
     missing_environment,
     open_alerts,
     recent_runs,
@@ -69,6 +72,47 @@ def run_export_view(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     content, content_type, filename = export_report(report, fmt)
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=filename)
+    return response
+
+
+@login_required
+def execution_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """One execution: outcome and failure, the observation's checks, the scorecard's dimensions,
+    every attempt and, where one was recorded, its raw trace to download (size, truncation)."""
+    page = execution_page(pk)
+    if page is None:
+        raise Http404("No such execution.")
+    return render(request, "pages/execution.html", {"page": page, "execution": page.execution})
+
+
+def trace_filename(execution_id: str, attempt: int) -> str:
+    """``<execution id>-attempt-<n>.trace.ndjson.gz``."""
+    return f"{execution_id}-attempt-{attempt}.trace.ndjson.gz"
+
+
+@login_required
+def execution_trace_view(request: HttpRequest, pk: int, attempt: int) -> HttpResponse:
+    """The attempt's raw trace as a gzip-compressed NDJSON download, after verifying its digest.
+
+    404 when the attempt has no trace; when the stored bytes no longer match the recorded
+    digest (or are not gzip), an error page with status 409 says so — never a 500 and never the
+    damaged bytes."""
+    trace = (
+        TraceArtifact.objects.select_related("execution")
+        .filter(execution_id=pk, attempt=attempt)
+        .first()
+    )
+    if trace is None:
+        raise Http404("This attempt has no recorded trace.")
+    try:
+        read_artifact(bytes(trace.data), trace.digest)
+    except TraceIntegrityError as exc:
+        context = {"trace": trace, "execution": trace.execution, "problem": str(exc)}
+        return render(request, "pages/trace_error.html", context, status=409)
+    response = HttpResponse(bytes(trace.data), content_type="application/gzip")
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=True, filename=trace_filename(trace.execution.execution_id, trace.attempt)
+    )
     return response
 
 

@@ -36,6 +36,7 @@ ENDPOINTS = {
     "/api/runs/{id}/refresh/": {"post"},
     "/api/executions/": {"get"},
     "/api/executions/{id}/": {"get"},
+    "/api/executions/{id}/trace/": {"get"},
     "/api/scorecards/": {"get"},
     "/api/scorecards/{id}/": {"get"},
     "/api/reports/": {"get"},
@@ -142,7 +143,9 @@ def test_every_endpoint_renders_in_the_browsable_api_and_answers_options(referen
         "/api/alerts/{id}/": Alert.objects.create(report=outcome.run.report, code="safety_failure", severity="critical", message="m").pk,
     }
     # Not browsable pages: POST-only endpoints, a file download and an endpoint that needs its parameters.
-    not_browsable = {"/api/runs/{id}/refresh/", "/api/score/", "/api/reports/{id}/export/", "/api/comparisons/"}
+    not_browsable = {
+        "/api/runs/{id}/refresh/", "/api/score/", "/api/reports/{id}/export/", "/api/executions/{id}/trace/", "/api/comparisons/"
+    }
     for path in ["/api/", *(path for path in ENDPOINTS if path not in not_browsable)]:
         url = path.replace("{id}", str(detail_ids.get(path))).replace("{name}", str(detail_ids.get(path)))
         page = staff_client.get(url, HTTP_ACCEPT="text/html")

@@ -41,14 +41,34 @@ class InfrastructureError(Exception):
         self.retry_after_s = retry_after_s
 
 
+class ArtifactSink:
+    """Where an executor leaves what one attempt recorded besides its observation.
+
+    The orchestration gives every attempt a fresh sink and, once the attempt is over — whether it
+    returned an observation or raised — stores what the sink holds with the attempt's row
+    (``runs.models.TraceArtifact``). An executor calls :meth:`store_trace` with the
+    ``runs.harness.trace.TraceArtifact`` of its recorder (already scrubbed of secrets); a second
+    call replaces the first.
+    """
+
+    def __init__(self) -> None:
+        self.trace: Any = None
+
+    def store_trace(self, artifact: Any) -> None:
+        """Keep ``artifact`` (a ``runs.harness.trace.TraceArtifact``) for the orchestration to store."""
+        self.trace = artifact
+
+
 @dataclass(frozen=True)
 class ExecutionRequest:
     """Everything an executor may use for one execution.
 
     ``entry`` is the reference schedule entry document, ``candidate`` the candidate document
-    snapshotted in the schedule, ``case`` the workflow case document, ``environment`` only the
-    candidate's required variables (name → value) — executors never see the rest of the
-    process environment.
+    snapshotted in the schedule, ``case`` the workflow case document plus evalhub's ``prompt``
+    (the case's task prompt, ``""`` when it has none), ``environment`` only the candidate's
+    required variables (name → value) — executors never see the rest of the process
+    environment. ``artifacts`` is the attempt's :class:`ArtifactSink` (``None`` when nothing
+    will store artifacts, e.g. outside the orchestration).
     """
 
     run_id: int
@@ -57,6 +77,7 @@ class ExecutionRequest:
     case: Mapping[str, Any]
     environment: Mapping[str, str] = field(default_factory=dict)
     attempt: int = 1
+    artifacts: ArtifactSink | None = None
 
 
 class Executor:
