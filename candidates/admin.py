@@ -1,4 +1,4 @@
-"""Admin for budgets, slots (candidates inline, drag-and-drop order) and candidates.
+"""Admin for budgets, slots (candidates inline, drag-and-drop order), candidates and model prices.
 
 Every rule is the model's (constraints and ``clean()``); the forms come from
 :mod:`evalhub.admin_forms`, which parse JSON strictly, check every constraint even when a field
@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Count, F, QuerySet
 from django.http import HttpRequest
 
-from candidates.models import Budget, Candidate, Slot
+from candidates.models import Budget, Candidate, ModelPrice, Slot
 from candidates.services import REORDER_OFFSET
 from evalhub.admin_forms import (
     EvalhubAdminMixin,
@@ -122,3 +122,13 @@ class CandidateAdmin(EvalhubAdminMixin, admin.ModelAdmin):
     def environment_names(self, candidate: Candidate) -> str:
         names = candidate.required_environment
         return ", ".join(map(str, names)) if isinstance(names, list) and names else "—"
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(EvalhubAdminMixin, admin.ModelAdmin):
+    """The price table the live harness computes costs from (USD per million tokens). A model
+    without a row has an unknown cost, shown as unknown — never $0."""
+
+    list_display = ("model", "input_usd", "cached_input_usd", "output_usd", "reasoning_usd", "note", "updated_at")
+    search_fields = ("model", "note")
+    fields = ("model", "input_usd", "cached_input_usd", "output_usd", "reasoning_usd", "note")

@@ -245,3 +245,80 @@ class Candidate(SecretFreeModel):
         document["qualification"] = qualification
         document["budget"] = self.budget.to_document()
         return document
+
+
+#: The highest price per million tokens the price table accepts (USD): above it is a unit mix-up
+#: (a price per token typed per million, or cents for dollars), not a price.
+MAX_PRICE_PER_MILLION_USD = Decimal("10000")
+_price_validators = [
+    MinValueValidator(Decimal("0"), message="A price cannot be negative."),
+    MaxValueValidator(
+        MAX_PRICE_PER_MILLION_USD,
+        message=f"A price above ${MAX_PRICE_PER_MILLION_USD} per million tokens is almost surely a unit mix-up.",
+    ),
+]
+
+
+def _price_field(label: str, help_text: str) -> models.DecimalField:
+    return models.DecimalField(
+        f"{label} (USD per million tokens)",
+        max_digits=12,
+        decimal_places=6,
+        validators=_price_validators,
+        help_text=help_text,
+    )
+
+
+class ModelPrice(SecretFreeModel):
+    """What a model costs, in US dollars per million tokens, for the live harness's cost figures
+    (``runs.harness.pricing``).
+
+    ``model`` is the provider's model name exactly as candidates name it (``gpt-5.6-luna``,
+    ``openrouter/z-ai/glm-4.6``), unique ignoring case. ``input_usd`` prices uncached input
+    tokens, ``cached_input_usd`` cached input tokens, ``output_usd`` output tokens (reasoning
+    excluded) and ``reasoning_usd`` reasoning tokens — enter the output price there when the
+    provider bills reasoning as output. A model without a row has an *unknown* cost (never $0).
+    """
+
+    model = models.CharField(max_length=200, help_text="The provider's model name, as candidates use it.")
+    input_usd = _price_field("input", "Uncached input tokens.")
+    cached_input_usd = _price_field("cached input", "Input tokens served from the provider's prompt cache.")
+    output_usd = _price_field("output", "Output tokens, reasoning excluded.")
+    reasoning_usd = _price_field("reasoning", "Reasoning tokens (usually the output price).")
+    note = models.CharField(max_length=300, blank=True, help_text="Where the price comes from and when it was checked.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+        verbose_name = "model price"
+        constraints = [
+            models.UniqueConstraint(
+                Lower("model"),
+                name="model_price_unique_model",
+                violation_error_message="This model already has a price (names compared ignoring case).",
+            ),
+            models.CheckConstraint(
+                condition=~Q(model=""),
+                name="model_price_model_not_blank",
+                violation_error_message="Model must not be blank.",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(input_usd__gte=0, input_usd__lte=MAX_PRICE_PER_MILLION_USD)
+                    & Q(cached_input_usd__gte=0, cached_input_usd__lte=MAX_PRICE_PER_MILLION_USD)
+                    & Q(output_usd__gte=0, output_usd__lte=MAX_PRICE_PER_MILLION_USD)
+                    & Q(reasoning_usd__gte=0, reasoning_usd__lte=MAX_PRICE_PER_MILLION_USD)
+                ),
+                name="model_price_range",
+                violation_error_message=f"Prices must be from $0 to ${MAX_PRICE_PER_MILLION_USD} per million tokens.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.model
+
+    def clean(self) -> None:
+        if isinstance(self.model, str):
+            self.model = self.model.strip()
+            if not self.model:
+                raise ValidationError({"model": "Model must not be blank."})
