@@ -34,7 +34,7 @@ from evalhub.admin_forms import (
 from evalhub.conf import evalhub_setting
 from schedules.building import ROTATION_DAYS, ScheduleError
 from schedules.coverage import COVERAGE_DESCRIPTIONS, COVERAGE_INVARIANTS, slot_load
-from schedules.models import ChaosScenario, Schedule, ScheduleEntry, WorkflowCase
+from schedules.models import VERSIONED_FIELDS, ChaosScenario, Schedule, ScheduleEntry, WorkflowCase
 from schedules.services import Selection, catalog_coverage, preview_schedule
 
 
@@ -52,7 +52,7 @@ class WorkflowCaseAdmin(EvalhubAdminMixin, OffsetSortableAdminMixin, admin.Model
     search_fields = ("key", "title")
     list_filter = ("repetitions",)
     readonly_fields = ("version",)
-    fields = ("key", "title", "tags", "providers", "repetitions", "steps", "assertions", "version")
+    fields = ("key", "title", "tags", "providers", "repetitions", "steps", "assertions", "prompt", "version")
 
     @admin.display(description="tags")
     def tag_list(self, case: WorkflowCase) -> str:
@@ -63,8 +63,12 @@ class WorkflowCaseAdmin(EvalhubAdminMixin, OffsetSortableAdminMixin, admin.Model
         return ", ".join(map(str, case.providers)) if isinstance(case.providers, list) else ""
 
     def save_model(self, request: HttpRequest, obj: WorkflowCase, form: Any, change: bool) -> None:
-        # Schedule entries keep the case version they were built with; a changed scenario is a new version.
-        if change and {"steps", "assertions"} & set(form.changed_data):
+        # Schedule entries keep the case version they were built with; a changed scenario
+        # (steps, assertions or prompt) is a new version. The stored row is the reference: the
+        # form's obj already holds the submitted values.
+        if change and WorkflowCase.objects.get(pk=obj.pk).changes_version(
+            {name: getattr(obj, name) for name in VERSIONED_FIELDS}
+        ):
             obj.version += 1
         super().save_model(request, obj, form, change)
 

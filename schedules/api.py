@@ -59,11 +59,12 @@ class AssertionsJSONField(serializers.JSONField):
 
 
 class WorkflowCaseSerializer(ModelCleanSerializer):
-    """A workflow case as in ``workflow-cases.json`` plus ``position`` (catalog order) and ``version``.
+    """A workflow case as in ``workflow-cases.json`` plus evalhub's ``prompt`` (the task the live
+    harness gives the agent), ``position`` (catalog order) and ``version``.
 
-    ``version`` is read-only: it goes up by one whenever an update changes ``steps`` or
-    ``assertions`` (saved schedules keep the version they were built with). A new case without a
-    ``position`` goes last.
+    ``version`` is read-only: it goes up by one whenever an update changes ``steps``,
+    ``assertions`` or ``prompt`` (saved schedules keep the version they were built with). A new
+    case without a ``position`` goes last.
     """
 
     model_class = WorkflowCase
@@ -75,6 +76,9 @@ class WorkflowCaseSerializer(ModelCleanSerializer):
     repetitions = serializers.IntegerField(required=False, help_text="Entries per slot per nightly, 1..20.")
     steps = StepsJSONField()
     assertions = AssertionsJSONField(required=False)
+    prompt = serializers.CharField(
+        required=False, **LENIENT_TEXT, help_text="The task the agent reads at run start; changing it makes a new version."
+    )
     position = serializers.IntegerField(required=False, help_text="Catalog order; decides the slots a case meets.")
     version = serializers.IntegerField(read_only=True)
 
@@ -82,9 +86,7 @@ class WorkflowCaseSerializer(ModelCleanSerializer):
         return WorkflowCase.objects.all()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        self._bump_version = self.instance is not None and any(
-            name in attrs and attrs[name] != getattr(self.instance, name) for name in ("steps", "assertions")
-        )
+        self._bump_version = self.instance is not None and self.instance.changes_version(attrs)
         return super().validate(attrs)
 
     def update(self, instance: WorkflowCase, validated_data: dict[str, Any]) -> WorkflowCase:

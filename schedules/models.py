@@ -7,6 +7,7 @@ with and the case version, so editing the catalog never rewrites a past night (D
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -21,13 +22,23 @@ from schedules.case_schema import assertions_problems, steps_problems
 
 CASE_SCHEMA = "paperclip.runner.workflow-eval-case.v1"
 PROVIDERS = ("codex", "opencode", "acpx")
+#: The fields that make up a case's scenario: changing any of them gives the case a new version.
+VERSIONED_FIELDS = ("steps", "assertions", "prompt")
+
+
+def normalize_prompt(text: Any) -> Any:
+    """A prompt as stored: line endings as ``\\n`` (browsers post ``\\r\\n``), no surrounding blanks."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip() if isinstance(text, str) else text
 
 
 class WorkflowCase(SecretFreeModel):
     """One scenario of the catalog: steps, assertions and repetitions per nightly.
 
     ``position`` is the catalog order, which decides the slots a case meets each night.
-    ``version`` is bumped by the services whenever steps or assertions change.
+    ``prompt`` is evalhub's task prompt for the case: what the live harness gives the agent
+    (the reference's common preamble is the harness's; this is the per-case part).
+    ``version`` is bumped by every writer (admin, API, ``load_cases``) whenever steps,
+    assertions or the prompt change (:data:`VERSIONED_FIELDS`, :meth:`changes_version`).
     """
 
     key = models.CharField("id", max_length=100, validators=[key_validator])
@@ -36,6 +47,10 @@ class WorkflowCase(SecretFreeModel):
     providers = models.JSONField(default=list, help_text='Subset of ["codex", "opencode", "acpx"], at least one.')
     steps = models.JSONField(default=list, help_text="The scenario's steps, e.g. [{\"kind\": \"run_start\", \"taskMode\": \"ask\"}].")
     assertions = models.JSONField(default=dict, blank=True)
+    prompt = models.TextField(
+        blank=True,
+        help_text="The task the agent reads at run start (plain text). Changing it makes a new case version.",
+    )
     repetitions = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(20)])
     position = models.PositiveIntegerField(default=0, help_text="Catalog order.", validators=position_validators)
     version = models.PositiveIntegerField(default=1)
@@ -83,11 +98,29 @@ class WorkflowCase(SecretFreeModel):
             errors["steps"] = [problem[0].upper() + problem[1:] + "." for problem in problems]
         if problems := assertions_problems(self.assertions):
             errors["assertions"] = [problem[0].upper() + problem[1:] + "." for problem in problems]
+        self.prompt = normalize_prompt(self.prompt)
         if errors:
             raise ValidationError(errors)
 
+    def changes_version(self, values: Mapping[str, Any]) -> bool:
+        """Whether saving ``values`` (field name → new value; fields left out are unchanged) over
+        this case changes its scenario — steps, assertions or prompt (prompts compared after
+        :func:`normalize_prompt`) — so the case must get a new version."""
+        for name in VERSIONED_FIELDS:
+            if name not in values:
+                continue
+            new, old = values[name], getattr(self, name)
+            if name == "prompt":
+                new, old = normalize_prompt(new), normalize_prompt(old)
+            if new != old:
+                return True
+        return False
+
     def to_document(self) -> dict[str, Any]:
-        """The case as in ``workflow-cases.json`` (id, title, tags, providers, repetitions, steps, assertions)."""
+        """The case as in ``workflow-cases.json`` (id, title, tags, providers, repetitions, steps, assertions).
+
+        The reference's shape, byte for byte: the prompt is evalhub's and is left out (the API
+        and the live executor read it from :attr:`prompt`)."""
         return {
             "id": self.key,
             "title": self.title,

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
@@ -202,20 +203,33 @@ def schedule_for_night(*, seed: str, now: dt.datetime, rotation_day: Any = None,
     return save_schedule(document, night=night)
 
 
-def load_cases(documents: Sequence[Mapping[str, Any]]) -> int:
+def load_cases(documents: Sequence[Mapping[str, Any]], *, prompts: Mapping[str, str] | None = None) -> int:
     """Create or update workflow cases by id, in the given catalog order; returns how many were created.
 
-    A case whose steps or assertions change gets its ``version`` bumped (schedule entries keep the
-    version they were built with). Cases not in ``documents`` are left alone. Every row goes through
-    ``full_clean()``; a ``ValidationError`` rolls the whole load back.
+    ``prompts`` maps case ids to their task prompts (``case-prompts.json``); a case it does not
+    name keeps its prompt (a new one gets none). A case whose steps, assertions or prompt change
+    gets its ``version`` bumped (schedule entries keep the version they were built with). Cases
+    not in ``documents`` are left alone. Every row goes through ``full_clean()``; a
+    ``ValidationError`` rolls the whole load back; so does a prompt for a case that neither
+    ``documents`` nor the catalog holds, or a prompt that is not text.
     """
+    prompts = prompts or {}
     created = 0
     with transaction.atomic():
         existing = {case.key: case for case in WorkflowCase.objects.all()}
+        unknown = sorted(set(prompts) - {document["id"] for document in documents} - set(existing))
+        if unknown:
+            raise ValidationError({"prompt": [f"Prompts given for unknown workflow cases: {', '.join(unknown)}."]})
+        not_text = sorted(key for key, prompt in prompts.items() if not isinstance(prompt, str))
+        if not_text:
+            raise ValidationError({"prompt": [f"Prompts must be text; not for: {', '.join(not_text)}."]})
         WorkflowCase.objects.update(position=F("position") + REORDER_OFFSET)
         for position, document in enumerate(documents):
             case = existing.get(document["id"]) or WorkflowCase(key=document["id"])
-            if case.pk is not None and (case.steps != document["steps"] or case.assertions != document["assertions"]):
+            scenario = {"steps": document["steps"], "assertions": document.get("assertions", {})}
+            if document["id"] in prompts:
+                scenario["prompt"] = prompts[document["id"]]
+            if case.pk is not None and case.changes_version(scenario):
                 case.version += 1
             created += case.pk is None
             case.title = document["title"]
@@ -223,6 +237,7 @@ def load_cases(documents: Sequence[Mapping[str, Any]]) -> int:
             case.providers = list(document["providers"])
             case.steps = document["steps"]
             case.assertions = document.get("assertions", {})
+            case.prompt = scenario.get("prompt", case.prompt)
             case.repetitions = document.get("repetitions", 1)
             case.position = position
             case.full_clean(validate_constraints=False)

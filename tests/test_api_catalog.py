@@ -123,12 +123,13 @@ def test_budget_reads_with_cost_as_a_json_number(reference_catalog, reader_clien
     assert b'"maxCostUsd":1.5' in response.content
 
 
-def test_case_reads_as_the_catalog_document_plus_position_and_version(reference_catalog, reader_client):
+def test_case_reads_as_the_catalog_document_plus_prompt_position_and_version(reference_catalog, reader_client):
     case = WorkflowCase.objects.get(key="final-response")
 
     body = reader_client.get("/api/cases/final-response/").json()
 
-    assert body == {**case.to_document(), "position": 0, "version": 1}
+    assert case.prompt.startswith("Ask task:")
+    assert body == {**case.to_document(), "prompt": case.prompt, "position": 0, "version": 1}
 
 
 def test_chaos_scenario_reads_with_reference_names(reference_catalog, reader_client):
@@ -296,6 +297,7 @@ def test_staff_creates_a_case_at_the_end_of_the_catalog(reference_catalog, staff
         "tags": [],
         "repetitions": 1,
         "assertions": {},
+        "prompt": "",
         "position": 12,
         "version": 1,
     }

@@ -18,7 +18,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from candidates.models import Budget, Candidate, Slot
+from candidates.models import Budget, Candidate, ModelPrice, Slot
 from runs.models import Attempt, Execution, Run
 from schedules.models import ChaosScenario, Schedule, ScheduleEntry, WorkflowCase
 from tests.builders import make_budget, make_candidate, make_case, make_slot
@@ -445,6 +445,18 @@ def test_a_blank_invariant_is_refused() -> None:
 # --- secret-shaped data in every text and JSON field of every model (B8, B12) ----------------------
 
 
+def new_price(**overrides: Any) -> ModelPrice:
+    values: dict[str, Any] = {
+        "model": "gpt-5.6-luna",
+        "input_usd": Decimal("1"),
+        "cached_input_usd": Decimal("0.1"),
+        "output_usd": Decimal("8"),
+        "reasoning_usd": Decimal("8"),
+    }
+    values.update(overrides)
+    return ModelPrice(**values)
+
+
 SECRET_FIELDS = [
     # (model, builder, field, the field's label in the message, a value holding a secret)
     ("Budget", new_budget, "name", "Name", KEY_SHAPED),
@@ -474,6 +486,9 @@ SECRET_FIELDS = [
         "Assertions",
         {"requiredPrpEventTypes": [B8_OPENAI], "forbiddenPrpEventTypes": [B8_OPENAI]},
     ),
+    ("WorkflowCase", new_case, "prompt", "Prompt", "Call finish_task with the key " + B8_OPENAI),
+    ("ModelPrice", lambda **kw: new_price(**kw), "model", "Model", B8_OPENAI),
+    ("ModelPrice", lambda **kw: new_price(**kw), "note", "Note", "checked with " + BEARER),
     ("ChaosScenario", new_scenario, "key", "Id", KEY_SHAPED),
     ("ChaosScenario", new_scenario, "expected_invariant", "Expected invariant", "replays " + BEARER),
     ("ChaosScenario", new_scenario, "fault", "Fault", AWS),
@@ -506,7 +521,7 @@ def test_every_text_and_json_field_of_every_catalog_model_is_covered() -> None:
     from django.db import models
 
     covered = {(model, field) for model, _, field, _, _ in SECRET_FIELDS}
-    for model_class in (Budget, Slot, Candidate, WorkflowCase, ChaosScenario):
+    for model_class in (Budget, Slot, Candidate, WorkflowCase, ChaosScenario, ModelPrice):
         for field in model_class._meta.concrete_fields:
             if isinstance(field, (models.CharField, models.TextField, models.JSONField)):
                 assert (model_class.__name__, field.name) in covered, f"{model_class.__name__}.{field.name}"
