@@ -423,10 +423,8 @@ def test_an_invalid_observation_is_an_infrastructure_failure(schedule, replay_ex
     assert execution.observation["failure"]["code"] == "invalid_observation"
 
 
-def test_default_executors_report_the_runtime_as_unavailable(schedule) -> None:
-    run = make_run(
-        schedule, candidates=("codex-luna", "opencode-kimi", "acpx-claude-sonnet"), cases=("final-response", "rich-activity")
-    )
+def test_default_executors_report_runtimes_this_build_cannot_start_as_unavailable(schedule) -> None:
+    run = make_run(schedule, candidates=("opencode-kimi", "acpx-claude-sonnet"), cases=("final-response", "rich-activity"))
     execute_run(run, environ=ENVIRON)
     messages = {}
     for execution in executions(run):
@@ -438,11 +436,24 @@ def test_default_executors_report_the_runtime_as_unavailable(schedule) -> None:
         assert execution.attempts.count() == 1
         messages[execution.candidate_key] = execution.failure_message
     assert messages == {
-        "codex-luna": "the Codex app-server runtime is not available in this evalhub build, so codex-luna was not run",
         "opencode-kimi": "the opencode server runtime is not available in this evalhub build, so opencode-kimi was not run",
         "acpx-claude-sonnet": "the ACP (acpx) runtime is not available in this evalhub build, so acpx-claude-sonnet "
         "was not run",
     }
+
+
+def test_the_default_codex_executor_reports_a_missing_runtime_without_retrying(schedule, settings) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "RUNTIME_BINARIES": {"codex": "/nonexistent/codex"}}
+    run = make_run(schedule, candidates=("codex-luna",), limit=1)
+    execute_run(run, environ=ENVIRON)
+    (execution,) = executions(run)
+    assert (execution.classification, execution.failure_code, execution.failure_retryable) == (
+        "infrastructure_failure",
+        "runtime_missing",
+        False,
+    )
+    assert execution.attempts.count() == 1
+    assert "make install" in execution.failure_message
 
 
 def test_an_unregistered_adapter_is_an_infrastructure_failure(schedule, settings) -> None:
