@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ADDR ?= 127.0.0.1:8000
 
-.PHONY: install demo test bench serve worker clean
+.PHONY: install demo demo-live test bench serve worker clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,17 @@ demo: install
 	@echo ""
 	@echo "Open the pages: run 'make serve', then visit http://$(ADDR)/ and sign in with the account above."
 	@echo "The API is at http://$(ADDR)/api/ (interactive docs at /api/docs/), the admin at /admin/."
+
+# Tonight's Codex entries through the real codex app-server against evalhub's scripted model
+# (loopback only, nothing paid): a run labelled "scripted", never mixed with measured history.
+demo-live: install
+	$(PY) manage.py migrate --no-input
+	$(PY) manage.py load_reference
+	$(PY) manage.py setup_schedules
+	$(PY) manage.py demo_live
+	$(PY) manage.py demo_admin
+	@echo ""
+	@echo "Open the pages: run 'make serve', then visit http://$(ADDR)/ — the scripted run is labelled as such."
 
 serve: install
 	$(PY) manage.py runserver $(ADDR)

@@ -17,6 +17,7 @@ DEFAULTS: dict[str, Any] = {
     "MODEL_PROVIDERS": {},
     "MODEL_PROVIDERS_JSON": "",
     "DEFAULT_PROVIDER_PROFILES": {"codex": "openai", "opencode": "openrouter", "acpx": "openai"},
+    "FORCED_PROVIDER_PROFILES": {},
     "RUNTIME_BINARIES": {},
     "RUNTIME_ENV_ALLOWLIST": ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"],
     "TRACE_CAP_BYTES": 8 * 1024 * 1024,

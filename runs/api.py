@@ -40,6 +40,7 @@ from runs.models import (
     ExecutionStatus,
     Report,
     Run,
+    RunLane,
     RunStatus,
     Scorecard,
     TraceArtifact,
@@ -118,6 +119,9 @@ class RunSerializer(serializers.Serializer):
     seed = serializers.CharField(source="schedule.seed", read_only=True)
     rotationDay = serializers.IntegerField(source="schedule.rotation_day", read_only=True)
     trigger = serializers.ChoiceField(choices=Trigger.choices, read_only=True)
+    lane = serializers.ChoiceField(
+        choices=RunLane.choices, read_only=True, help_text="live (measured), replay (a refresh) or scripted (a scripted model, not measured)."
+    )
     status = serializers.ChoiceField(choices=RunStatus.choices, read_only=True)
     selection = SelectionField(read_only=True)
     costCeilingUsd = UsdField(source="cost_ceiling_usd", read_only=True)
@@ -391,6 +395,7 @@ class ReportSummarySerializer(serializers.Serializer):
     run = serializers.IntegerField(source="run_id", read_only=True)
     bundleId = serializers.CharField(source="bundle_id", read_only=True)
     isRefresh = serializers.BooleanField(source="is_refresh", read_only=True)
+    isScripted = serializers.BooleanField(source="is_scripted", read_only=True)
     source = serializers.CharField(read_only=True)
     generatedAt = serializers.CharField(source="generated_at", read_only=True)
     scoringVersion = serializers.CharField(source="scoring_version", read_only=True)
@@ -546,7 +551,9 @@ class ComparisonView(ApiViewMixin, APIView):
         query = ComparisonQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         ids = (query.validated_data["current"], query.validated_data["previous"])
-        reports = {report.pk: report for report in Report.objects.filter(pk__in=ids).only("id", "document", "is_refresh")}
+        reports = {
+            report.pk: report for report in Report.objects.filter(pk__in=ids).only("id", "document", "is_refresh", "is_scripted")
+        }
         missing = [report_id for report_id in ids if report_id not in reports]
         if missing:
             raise exceptions.NotFound(f"There is no report {missing[0]}.")
@@ -555,6 +562,11 @@ class ComparisonView(ApiViewMixin, APIView):
         if refreshes:
             raise exceptions.ValidationError(
                 {"detail": f"Report {refreshes[0]} is a refresh (re-scored, not measured); compare measured reports only."}
+            )
+        scripted = [report.pk for report in (current, previous) if report.is_scripted]
+        if scripted:
+            raise exceptions.ValidationError(
+                {"detail": f"Report {scripted[0]} is a scripted run (a scripted model, not measured); compare measured reports only."}
             )
         return Response(
             {"current": current.pk, "previous": previous.pk, "comparison": compare_reports(current.document, previous.document)}

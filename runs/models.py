@@ -28,6 +28,8 @@ class Trigger(models.TextChoices):
 class RunLane(models.TextChoices):
     LIVE = "live", "live"
     REPLAY = "replay", "replay (refresh)"
+    #: Real runtimes against evalhub's scripted model (``make demo-live``): not a measurement.
+    SCRIPTED = "scripted", "scripted (not measured)"
 
 
 class RunStatus(models.TextChoices):
@@ -252,6 +254,9 @@ class Report(models.Model):
     source = models.CharField(max_length=16, default="live")
     generated_at = models.CharField(max_length=64)
     is_refresh = models.BooleanField(default=False)
+    is_scripted = models.BooleanField(
+        default=False, help_text="A scripted-lane run's report: real runtimes against a scripted model, never history."
+    )
     scoring_version = models.CharField(max_length=32)
     document = DocumentField()
     comparison = DocumentField(null=True, blank=True)

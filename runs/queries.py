@@ -258,12 +258,12 @@ def open_alerts() -> list[Alert]:
     A bundle's older reports' alerts are history: the newest measurement supersedes them.
     """
     newest = (
-        Report.objects.filter(bundle_id=OuterRef("report__bundle_id"), is_refresh=False)
+        Report.objects.filter(bundle_id=OuterRef("report__bundle_id"), is_refresh=False, is_scripted=False)
         .order_by("-created_at", "-id")
         .values("pk")[:1]
     )
     alerts = (
-        Alert.objects.filter(report__is_refresh=False, report_id=Subquery(newest))
+        Alert.objects.filter(report__is_refresh=False, report__is_scripted=False, report_id=Subquery(newest))
         .select_related("report__run__schedule")
         .order_by("-report__created_at", "-report_id", _CRITICAL_FIRST, "id")
     )

@@ -8,7 +8,8 @@ previous report of the same bundle and compute the alerts against the last seven
 evalhub's decisions:
 
 * History is the database: "compatible reports" are the stored non-refresh reports with the same
-  bundle id, oldest first by creation. A refresh (replay lane) is never history.
+  bundle id, oldest first by creation. A refresh (replay lane) and a scripted run (scripted
+  lane) are never history.
 * Alerts are stored once per (report, code, case, candidate); ``occurrences`` counts the
   repetitions the reference lists one by one. The reference's list itself is kept on the
   report (``alert_documents``) so exports stay byte-identical to the reference.
@@ -170,7 +171,7 @@ def _coverage_catalog() -> tuple[list[str], int]:
 def _history(bundle_id: str, *, exclude_run: Run) -> list[Report]:
     """The last seven stored non-refresh reports of ``bundle_id``, oldest first."""
     newest_first = (
-        Report.objects.filter(bundle_id=bundle_id, is_refresh=False)
+        Report.objects.filter(bundle_id=bundle_id, is_refresh=False, is_scripted=False)
         .exclude(run=exclude_run)
         .order_by("-created_at", "-id")[:BASELINE_WINDOW]
     )
@@ -247,10 +248,12 @@ def report_run(run: Run, *, generated_at: str) -> Report:
         capability_cases=capability_cases,
     )
     is_refresh = run.lane == RunLane.REPLAY
+    # A scripted run drives the real runtime against a scripted model: labelled, never a measurement.
+    is_scripted = run.lane == RunLane.SCRIPTED
     previous: Report | None = None
     comparison: dict[str, Any] | None = None
     alerts: list[dict[str, str]] = []
-    if not is_refresh:
+    if not is_refresh and not is_scripted:
         history = _history(bundle["id"], exclude_run=run)
         if history:
             previous = history[-1]
@@ -264,6 +267,7 @@ def report_run(run: Run, *, generated_at: str) -> Report:
         source="live",
         generated_at=generated_at,
         is_refresh=is_refresh,
+        is_scripted=is_scripted,
         scoring_version=SCORING_VERSION,
         document=document,
         comparison=comparison,

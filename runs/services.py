@@ -54,6 +54,7 @@ from runs.models import (
     ExecutionStatus,
     Report,
     Run,
+    RunLane,
     RunStatus,
     TraceArtifact,
     Trigger,
@@ -171,10 +172,16 @@ def summarize(run: Run, *, with_report: bool = False) -> RunSummary:
 
 
 def create_run(
-    *, schedule: Schedule, cost_ceiling_usd: Decimal, selection: Selection = Selection(), trigger: str = Trigger.MANUAL
+    *,
+    schedule: Schedule,
+    cost_ceiling_usd: Decimal,
+    selection: Selection = Selection(),
+    trigger: str = Trigger.MANUAL,
+    lane: str = RunLane.LIVE,
 ) -> tuple[Run, bool]:
     """A run over ``schedule`` (or its selection) with one pending execution per entry.
 
+    ``lane`` is ``live`` (a measurement) or ``scripted`` (a scripted model: labelled, never history).
     Returns ``(run, created)``. A nightly run is unique per schedule: a second nightly delivery
     returns the existing run with ``created=False``. Raises ``ScheduleError`` for a bad selection.
     """
@@ -194,6 +201,7 @@ def create_run(
             run = Run(
                 schedule=schedule,
                 trigger=trigger,
+                lane=lane,
                 selection=selection.to_document(),
                 cost_ceiling_usd=cost_ceiling_usd,
             )

@@ -93,6 +93,7 @@ def test_reports_list_summaries_newest_first(alerted, reader_client) -> None:
         "run": alerted.pk,
         "bundleId": report.bundle_id,
         "isRefresh": False,
+        "isScripted": False,
         "source": "live",
         "generatedAt": report.generated_at,
         "scoringVersion": "scorecard-v2.0",

@@ -9,10 +9,13 @@ its value comes from the execution's environment when the runtime starts.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
+
+from django.conf import settings
 
 from candidates.secrets import secret_kinds
 from evalhub.conf import evalhub_setting
@@ -75,7 +78,8 @@ def provider_for(candidate: Mapping[str, Any]) -> ProviderConfig:
     Raises :class:`ProviderSettingsError` when the profile is unknown or the settings are malformed.
     """
     qualification = candidate.get("qualification") or {}
-    name = qualification.get("profile") or (evalhub_setting("DEFAULT_PROVIDER_PROFILES") or {}).get(candidate.get("provider"))
+    forced = (evalhub_setting("FORCED_PROVIDER_PROFILES") or {}).get(candidate.get("provider"))
+    name = forced or qualification.get("profile") or (evalhub_setting("DEFAULT_PROVIDER_PROFILES") or {}).get(candidate.get("provider"))
     profiles = provider_profiles()
     if not name or name not in profiles:
         known = ", ".join(sorted(profiles)) or "none"
@@ -84,3 +88,25 @@ def provider_for(candidate: Mapping[str, Any]) -> ProviderConfig:
             f"(known: {known}); add it to EVALHUB_MODEL_PROVIDERS"
         )
     return profiles[name]
+
+
+SCRIPTED_PROFILE = "scripted"
+
+
+@contextlib.contextmanager
+def scripted_settings(base_url: str, *, providers: Sequence[str]) -> Iterator[ProviderConfig]:
+    """Within the block, candidates of ``providers`` talk to a scripted model at ``base_url``
+    (profile ``scripted``, ``scripted: true``) whatever profile they name; the key variable stays
+    the one the candidate requires (``OPENAI_API_KEY`` for Codex). Used by ``manage.py demo_live``.
+    """
+    original = settings.EVALHUB
+    profile = {"base_url": base_url, "wire_api": "responses", "env_key": "OPENAI_API_KEY", "scripted": True}
+    settings.EVALHUB = {
+        **original,
+        "MODEL_PROVIDERS": {**(original.get("MODEL_PROVIDERS") or {}), SCRIPTED_PROFILE: profile},
+        "FORCED_PROVIDER_PROFILES": {provider: SCRIPTED_PROFILE for provider in providers},
+    }
+    try:
+        yield _validate_profile(SCRIPTED_PROFILE, profile)
+    finally:
+        settings.EVALHUB = original

@@ -40,6 +40,9 @@ PROVIDER_FAILURES: dict[str, bool] = {
 
 DriverFactory = Callable[..., Driver]
 
+#: The well-behaved scripted-model scripts, one per workflow case (``make demo-live``, tests).
+SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
+
 #: evalhub's standing instructions to every agent under test (the reference's common preamble:
 #: typed tools only, no REST, end with brief prose). The per-case task prompt is data.
 INSTRUCTIONS = (
