@@ -51,3 +51,33 @@ def test_benchmark_nightly_forty_skipped_executions(benchmark, reference_catalog
         return outcome.summary.executions
 
     assert benchmark.pedantic(nightly, rounds=5, iterations=1) == 40
+
+
+def _protocol_frames(count: int) -> list[bytes]:
+    import json
+
+    frames = []
+    for index in range(count):
+        delta = {"method": "item/agentMessage/delta", "params": {"threadId": "t-1", "turnId": "u-1", "itemId": f"m-{index}", "delta": "word " * 40}}
+        frames.append(json.dumps(delta).encode())
+    return frames
+
+
+def test_benchmark_trace_recording_one_thousand_frames(benchmark) -> None:
+    """Recording cost per live execution: 1 000 ~250-byte protocol frames, each scrubbed (secret
+    shapes + one exact key value) and written into the compressed trace, then summarised."""
+    from candidates.secrets import redact
+    from runs.harness.trace import TraceRecorder
+
+    frames = _protocol_frames(1000)
+    key = "fake-key-for-local-test-0123456789abcdef"
+
+    def record() -> dict:
+        recorder = TraceRecorder(scrub=lambda text: redact(text, extra_values=[key]))
+        for raw in frames:
+            frame_id = recorder.frame("in", raw)
+            recorder.interpret([frame_id], "mapped", [])
+        return recorder.summary()
+
+    summary = benchmark(record)
+    assert summary["frameCount"] == 1000 and summary["digestVerified"] is True
