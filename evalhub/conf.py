@@ -18,6 +18,7 @@ DEFAULTS: dict[str, Any] = {
     "MODEL_PROVIDERS_JSON": "",
     "DEFAULT_PROVIDER_PROFILES": {"codex": "openai", "opencode": "openrouter", "acpx": "openai"},
     "FORCED_PROVIDER_PROFILES": {},
+    "SCRIPTED_PROVIDER": None,
     "RUNTIME_BINARIES": {},
     "RUNTIME_ENV_ALLOWLIST": ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"],
     "TRACE_CAP_BYTES": 8 * 1024 * 1024,

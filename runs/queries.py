@@ -14,7 +14,7 @@ from typing import Any
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Case, Count, OuterRef, Q, QuerySet, Subquery, Value, When
 
-from runs.models import Alert, AlertSeverity, Attempt, Classification, Execution, Report, Run, Scorecard, TraceArtifact
+from runs.models import Alert, AlertSeverity, Attempt, Classification, Execution, Report, Run, RunLane, Scorecard, TraceArtifact
 from runs.reports import DIMENSION_KEYS
 
 ENVIRONMENT_MISSING = "qualification_environment_missing"
@@ -230,6 +230,12 @@ def _comparability(before: Run, after: Run) -> tuple[bool, str]:
     if missing:
         return False, f"Run {' and '.join(dict.fromkeys(missing))} has no report yet, so its bundle is unknown."
     a, b = reports[before.pk], reports[after.pk]
+    scripted = [str(run.pk) for run in (before, after) if run.lane == RunLane.SCRIPTED]
+    if scripted and len(scripted) < 2:
+        return False, (
+            f"Not comparable: run {scripted[0]} is scripted (the runtime against evalhub's scripted model), "
+            "not a measurement; compare it only with another scripted run."
+        )
     if a.bundle_id != b.bundle_id:
         return False, (
             f"Not comparable: the runs measured different bundles ({a.bundle_id} and {b.bundle_id}); "

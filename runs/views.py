@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.http import content_disposition_header
 
+from evalhub.validation import MAX_INTEGER
 from runs.harness.trace import TraceIntegrityError, read_artifact
 from runs.models import Report, TraceArtifact
 from runs.queries import (
@@ -97,6 +98,8 @@ def execution_trace_view(request: HttpRequest, pk: int, attempt: int) -> HttpRes
     404 when the attempt has no trace; when the stored bytes no longer match the recorded
     digest (or are not gzip), an error page with status 409 says so — never a 500 and never the
     damaged bytes."""
+    if pk > MAX_INTEGER or attempt > MAX_INTEGER:  # past any id: the database would overflow
+        raise Http404("This attempt has no recorded trace.")
     trace = (
         TraceArtifact.objects.select_related("execution")
         .filter(execution_id=pk, attempt=attempt)

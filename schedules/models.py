@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -29,6 +29,10 @@ VERSIONED_FIELDS = ("steps", "assertions", "prompt")
 def normalize_prompt(text: Any) -> Any:
     """A prompt as stored: line endings as ``\\n`` (browsers post ``\\r\\n``), no surrounding blanks."""
     return text.replace("\r\n", "\n").replace("\r", "\n").strip() if isinstance(text, str) else text
+
+
+#: The longest case prompt evalhub stores, in characters.
+MAX_PROMPT_LENGTH = 100_000
 
 
 class WorkflowCase(SecretFreeModel):
@@ -49,7 +53,10 @@ class WorkflowCase(SecretFreeModel):
     assertions = models.JSONField(default=dict, blank=True)
     prompt = models.TextField(
         blank=True,
-        help_text="The task the agent reads at run start (plain text). Changing it makes a new case version.",
+        # Runtimes refuse a turn past 1 MiB of input (codex); a task prompt is a page, not a book.
+        validators=[MaxLengthValidator(MAX_PROMPT_LENGTH)],
+        help_text="The task the agent reads at run start (plain text, at most 100 000 characters). "
+        "Changing it makes a new case version.",
     )
     repetitions = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(20)])
     position = models.PositiveIntegerField(default=0, help_text="Catalog order.", validators=position_validators)

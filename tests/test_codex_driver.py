@@ -322,13 +322,13 @@ def test_missing_binary_is_runtime_missing(tmp_path, events, settings):
     settings.EVALHUB = {**settings.EVALHUB, "RUNTIME_BINARIES": {"codex": str(tmp_path / "nowhere" / "codex")}}
     assert resolve_codex_binary() is None
     ok, message = codex_runtime_status()
-    assert not ok and "make install" in message
+    assert not ok and "fix EVALHUB_CODEX_BIN" in message  # a configured path: fix the setting
     driver = CodexAppServerDriver(
         workdir=tmp_path, provider=ProviderConfig(profile="p", base_url="http://127.0.0.1:1/v1"), model="m",
         reasoning_effort=None, mcp_url="http://127.0.0.1:1/mcp", environment={}, events=events,
         trace=RecordingTrace(), callbacks=Callbacks(), instructions="",
     )
-    with pytest.raises(InfrastructureError, match="make install") as caught:
+    with pytest.raises(InfrastructureError, match="fix EVALHUB_CODEX_BIN") as caught:
         driver.start()
     assert (caught.value.code, caught.value.retryable) == ("runtime_missing", False)
     driver.close()

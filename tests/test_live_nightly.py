@@ -26,6 +26,7 @@ from runs.harness.scripted_model import ScriptedModelServer
 from runs.harness.session import SCRIPTS_DIR
 from runs.harness.trace import read_artifact
 from runs.models import Attempt, Execution, Report, Run, RunLane, Scorecard, TraceArtifact
+from runs.queries import _comparability
 
 pytestmark = [
     pytest.mark.django_db,
@@ -170,3 +171,11 @@ def test_demo_live_is_a_labelled_scripted_run_never_history(reference_catalog, s
     call_command("demo_live", "--no-progress", stdout=io.StringIO())
     second = Report.objects.exclude(pk=report.pk).get()
     assert second.previous is None and second.comparison is None
+    # ... and a measured run (tonight's nightly: skipped, no credentials) is never compared with it.
+    _nightly()
+    measured = Run.objects.get(lane=RunLane.LIVE)
+    assert Report.objects.get(run=measured).previous is None
+    comparable, note = _comparability(measured, run)
+    assert not comparable and f"run {run.pk} is scripted" in note
+    page = staff_client.get(reverse("pages:compare"), {"a": measured.pk, "b": run.pk})
+    assert page.status_code == 200 and b"is scripted" in page.content

@@ -453,7 +453,7 @@ def test_the_default_codex_executor_reports_a_missing_runtime_without_retrying(s
         False,
     )
     assert execution.attempts.count() == 1
-    assert "make install" in execution.failure_message
+    assert "fix EVALHUB_CODEX_BIN" in execution.failure_message
 
 
 def test_an_unregistered_adapter_is_an_infrastructure_failure(schedule, settings) -> None:

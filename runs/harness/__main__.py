@@ -1,4 +1,4 @@
-"""``python -m runs.harness run-case CASE_ID``: one live execution, without the database.
+"""python -m runs.harness run-case CASE_ID: one live execution, without the database.
 
 Runs the same code as a live executor (``runs.harness.session``) for one case and one candidate of
 the bundled reference manifest, against a real runtime, and writes the observation (or the
@@ -6,7 +6,9 @@ infrastructure failure) as JSON. With ``--scripts DIR`` a scripted model server 
 ``DIR/<script>.json`` (default: the case id), so the run needs no network — the end-to-end tests
 run it inside a loopback-only network namespace. The result is labelled ``"scripted": true``.
 
-Exit status: 0 when an observation or an infrastructure failure was written, 2 for bad arguments.
+Exit status: 0 when an observation or an infrastructure failure was written, 2 for bad arguments
+(an unknown case or candidate, malformed --budget or --price, an unwritable output path, a missing
+scripts directory or script, a required variable that is not set).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def _reference_case(case_id: str) -> dict[str, Any]:
             prompts = json.loads(prompts_path.read_text()) if prompts_path.exists() else {}
             return {**case, "prompt": prompts.get(case_id, "")}
     known = ", ".join(case["id"] for case in cases)
-    raise SystemExit(f"unknown workflow case {case_id!r}; known: {known}")
+    raise ValueError(f"unknown workflow case {case_id!r}; known: {known}")
 
 
 def _reference_candidate(candidate_id: str) -> dict[str, Any]:
@@ -39,14 +41,14 @@ def _reference_candidate(candidate_id: str) -> dict[str, Any]:
         for candidate in slot["candidates"]:
             if candidate["id"] == candidate_id:
                 return candidate
-    raise SystemExit(f"unknown candidate {candidate_id!r} (the bundled reference manifest's ids only)")
+    raise ValueError(f"unknown candidate {candidate_id!r} (the bundled reference manifest's ids only)")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runs.harness", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run-case", help="run one workflow case through a real runtime")
-    run.add_argument("case_id")
+    run.add_argument("case_id", help="a workflow case id, e.g. final-response")
     run.add_argument("--candidate", default="codex-luna", help="candidate id from the reference manifest")
     run.add_argument("--scripts", type=Path, help="directory of scripted-model scripts (serves a scripted model)")
     run.add_argument("--script", help="script name in --scripts (default: the case id)")
@@ -56,8 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         help='JSON object of US dollars per million tokens, e.g. {"input": 2, "cachedInput": 0.2, "output": 8, '
         '"reasoning": 8} (default: a scripted model bills a known 0, a real one reads no price: unknown cost)',
     )
-    run.add_argument("--execution-id", default="rwe-cli0000000000000")
-    run.add_argument("--attempt", type=int, default=1)
+    run.add_argument("--execution-id", default="rwe-cli0000000000000", help="the execution id the runtime and trace see")
+    run.add_argument("--attempt", type=_positive_int, default=1, help="attempt number (1 or more), reported in the metrics")
     run.add_argument("--out", type=Path, help="write the result JSON here (default: stdout)")
     run.add_argument("--trace-out", type=Path, help="write the gzip NDJSON trace artifact here")
     run.add_argument("--debug", action="store_true", help="add the scripted model's answers to the result")
@@ -76,21 +78,32 @@ def main(argv: list[str] | None = None) -> int:
     from runs.harness.providers import provider_for
     from runs.harness.session import run_live_execution
 
-    args = _parser().parse_args(argv)
-    case = _reference_case(args.case_id)
-    candidate = _reference_candidate(args.candidate)
-    if args.budget:
-        candidate = {**candidate, "budget": {**candidate["budget"], **json.loads(args.budget)}}
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        case = _reference_case(args.case_id)
+        candidate = _reference_candidate(args.candidate)
+        if args.budget:
+            candidate = {**candidate, "budget": _budget(args.budget, candidate["budget"])}
+        price = _price(args.price, str(candidate.get("model", ""))) if args.price else None
+        for path in (args.out, args.trace_out):
+            if path is not None and not path.parent.is_dir():
+                raise ValueError(f"cannot write {path}: the directory {path.parent} does not exist")
+        scripts = _scripts(args.scripts, args.script or args.case_id) if args.scripts else None
+    except ValueError as exc:
+        parser.error(str(exc))
     names = candidate.get("qualification", {}).get("requiredEnvironment", [])
+    missing = [name for name in names if not os.environ.get(name)]
+    if missing:
+        parser.error(
+            f"set {', '.join(missing)} in the environment: candidate {candidate['id']} requires it "
+            "(any value will do against a scripted model; it is scrubbed everywhere)"
+        )
     server = None
-    if args.scripts:
-        from runs.harness.script_schema import load_script
+    if scripts is not None:
         from runs.harness.scripted_model import ScriptedModelServer
 
-        scripts = {path.stem: load_script(path) for path in sorted(args.scripts.glob("*.json"))}
         name = args.script or args.case_id
-        if name not in scripts:
-            raise SystemExit(f"no script {name!r} in {args.scripts}")
         server = ScriptedModelServer(scripts)
         root = server.start()
         provider = ProviderConfig(
@@ -102,7 +115,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         provider = provider_for(candidate)
-    price = _price(args.price, str(candidate.get("model", ""))) if args.price else None
     required = {name: os.environ.get(name, "") for name in names}
     result: dict[str, Any] = {"caseId": case["id"], "candidateId": candidate["id"], "scripted": provider.scripted}
     artifacts: list[Any] = []
@@ -153,15 +165,73 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError("must be between 1 and 1000")
+    return value
+
+
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    from evalhub.jsonio import loads_strict
+
+    try:
+        value = loads_strict(text)
+    except ValueError as exc:
+        raise ValueError(f"{option} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{option} must be a JSON object")
+    return value
+
+
+#: --budget fields: name → (whole number?, upper bound).
+BUDGET_FIELDS = {
+    "maxLatencyMs": (True, 86_400_000),
+    "maxAttempts": (True, 100),
+    "maxTotalTokens": (True, 10**12),
+    "maxCostUsd": (False, 100_000),
+}
+
+
+def _budget(text: str, budget: dict[str, Any]) -> dict[str, Any]:
+    """``--budget`` JSON merged over the candidate's budget; ValueError naming what to fix."""
+    fields = _json_object(text, "--budget")
+    unknown = sorted(set(fields) - set(BUDGET_FIELDS))
+    if unknown:
+        raise ValueError(f"--budget: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(BUDGET_FIELDS)}")
+    for key, value in fields.items():
+        whole, upper = BUDGET_FIELDS[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not isinstance(value, int)):
+            raise ValueError(f"--budget: {key} must be a {'whole ' if whole else ''}number, not {value!r}")
+        if not 0 < value <= upper:
+            raise ValueError(f"--budget: {key} must be above 0 and at most {upper}")
+    return {**budget, **fields}
+
+
+def _scripts(directory: Path, name: str) -> dict[str, Any]:
+    from runs.harness.script_schema import load_scripts_dir
+
+    scripts = load_scripts_dir(directory)  # ValueError naming the bad script or missing directory
+    if name not in scripts:
+        raise ValueError(f"no script {name!r} in {directory} (it has: {', '.join(sorted(scripts)) or 'none'})")
+    return scripts
+
+
 def _price(text: str, model: str) -> Any:
     """``--price`` JSON (USD per million tokens; missing fields are 0) → ``pricing.Price``."""
     from decimal import Decimal
 
     from runs.harness.pricing import Price
 
-    fields = json.loads(text)
-    if not isinstance(fields, dict) or set(fields) - {"input", "cachedInput", "output", "reasoning"}:
-        raise SystemExit("--price needs a JSON object with input, cachedInput, output and/or reasoning")
+    fields = _json_object(text, "--price")
+    if set(fields) - {"input", "cachedInput", "output", "reasoning"}:
+        raise ValueError("--price needs a JSON object with input, cachedInput, output and/or reasoning")
+    for key, value in fields.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10_000:
+            raise ValueError(f"--price: {key} must be a number of USD per million tokens from 0 to 10000, not {value!r}")
     money = {key: Decimal(str(fields.get(key, 0))) for key in ("input", "cachedInput", "output", "reasoning")}
     return Price(
         model=model,

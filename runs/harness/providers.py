@@ -24,18 +24,20 @@ from runs.harness.contracts import ProviderConfig
 
 WIRE_APIS = ("responses", "chat")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-_PROFILE_KEYS = {"base_url", "wire_api", "env_key", "scripted"}
+_PROFILE_KEYS = {"base_url", "wire_api", "env_key"}
 
 
 class ProviderSettingsError(ValueError):
     """The provider profiles in the settings are malformed; the message says what to fix."""
 
 
-def _validate_profile(name: str, profile: Any) -> ProviderConfig:
+def _validate_profile(name: str, profile: Any, *, internal: bool = False) -> ProviderConfig:
     where = f"model provider profile {name!r}"
     if not isinstance(profile, Mapping):
         raise ProviderSettingsError(f"{where} must be an object with base_url, wire_api and env_key")
-    unknown = sorted(set(profile) - _PROFILE_KEYS)
+    # "scripted" (a free endpoint, never history) is evalhub's own to set (demo_live): from the
+    # settings it would make a paid endpoint's spend a known $0.
+    unknown = sorted(set(profile) - _PROFILE_KEYS - ({"scripted"} if internal else set()))
     if unknown:
         raise ProviderSettingsError(f"{where} has unknown keys {', '.join(unknown)}; allowed: {', '.join(sorted(_PROFILE_KEYS))}")
     base_url = profile.get("base_url")
@@ -69,7 +71,11 @@ def provider_profiles() -> dict[str, ProviderConfig]:
         if not isinstance(extra, dict):
             raise ProviderSettingsError("EVALHUB_MODEL_PROVIDERS must be a JSON object: {profile: {base_url, wire_api, env_key}}")
         raw.update(extra)
-    return {name: _validate_profile(name, profile) for name, profile in raw.items()}
+    profiles = {name: _validate_profile(name, profile) for name, profile in raw.items()}
+    scripted = evalhub_setting("SCRIPTED_PROVIDER")
+    if scripted:  # set only by scripted_settings(): it wins over any profile of the same name
+        profiles[SCRIPTED_PROFILE] = _validate_profile(SCRIPTED_PROFILE, scripted, internal=True)
+    return profiles
 
 
 def provider_for(candidate: Mapping[str, Any]) -> ProviderConfig:
@@ -103,10 +109,10 @@ def scripted_settings(base_url: str, *, providers: Sequence[str]) -> Iterator[Pr
     profile = {"base_url": base_url, "wire_api": "responses", "env_key": "OPENAI_API_KEY", "scripted": True}
     settings.EVALHUB = {
         **original,
-        "MODEL_PROVIDERS": {**(original.get("MODEL_PROVIDERS") or {}), SCRIPTED_PROFILE: profile},
+        "SCRIPTED_PROVIDER": profile,
         "FORCED_PROVIDER_PROFILES": {provider: SCRIPTED_PROFILE for provider in providers},
     }
     try:
-        yield _validate_profile(SCRIPTED_PROFILE, profile)
+        yield _validate_profile(SCRIPTED_PROFILE, profile, internal=True)
     finally:
         settings.EVALHUB = original

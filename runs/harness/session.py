@@ -32,6 +32,7 @@ PROVIDER_FAILURES: dict[str, bool] = {
     "provider_rate_limited": True,
     "provider_stream_dropped": True,
     "provider_timeout": True,
+    "provider_unreachable": True,
     "provider_quota_exhausted": False,
     "provider_auth_refused": False,
     "provider_unknown_model": False,

@@ -238,12 +238,26 @@ class TraceRecorder:
             )
 
 
-def gunzip(data: bytes) -> bytes:
-    """Decompress a gzip stream; raises :class:`TraceIntegrityError` when it is not one."""
+#: Nothing evalhub stores decompresses past this (the recorder's cap is far below): a bigger
+#: result is a damaged or forged row, refused before it can fill the memory.
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+
+
+def gunzip(data: bytes, *, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """Decompress one gzip stream; raises :class:`TraceIntegrityError` when it is not exactly one
+    complete stream (bytes or a second member appended are tampering) or would exceed ``limit``."""
+    decompressor = zlib.decompressobj(GZIP_WBITS)
     try:
-        return zlib.decompress(data, GZIP_WBITS)
+        document = decompressor.decompress(data, limit + 1)
     except zlib.error as exc:
         raise TraceIntegrityError(f"the stored trace is not a readable gzip stream ({exc})") from None
+    if len(document) > limit or decompressor.unconsumed_tail:
+        raise TraceIntegrityError(f"the stored trace decompresses past {limit} bytes: it is damaged")
+    if not decompressor.eof:
+        raise TraceIntegrityError("the stored trace is a truncated gzip stream")
+    if decompressor.unused_data:
+        raise TraceIntegrityError("the stored trace has bytes after its gzip stream: it was altered")
+    return document
 
 
 def read_artifact(gz: bytes, expected_digest: str) -> bytes:

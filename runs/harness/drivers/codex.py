@@ -62,6 +62,14 @@ MCP_SERVER_NAME = "evalhub"
 #: The provider id written into config.toml.
 PROVIDER_ID = "evalhub"
 INSTALL_HINT = "run `make install` (or `npm ci` in the project directory) to install codex-cli " + CODEX_VERSION
+CONFIGURED_HINT = "fix EVALHUB_CODEX_BIN (RUNTIME_BINARIES[\"codex\"]) to point at an executable codex-cli " + CODEX_VERSION + ", or unset it"
+
+
+def _missing_hint() -> str:
+    """How to fix a missing runtime: install it, or fix a setting that points elsewhere."""
+    configured = _configured_binary()
+    default = Path(__file__).resolve().parents[3] / "node_modules" / ".bin" / "codex"
+    return CONFIGURED_HINT if configured and Path(configured) != default else INSTALL_HINT
 
 #: How each incoming notification is interpreted when no handler gives a more specific answer:
 #: method → disposition. Methods not listed are ``ignored``. Kept in step with
@@ -123,7 +131,7 @@ def codex_runtime_status() -> tuple[bool, str]:
     binary = resolve_codex_binary()
     if binary is None:
         where = _configured_binary() or "node_modules/.bin/codex or PATH"
-        return False, f"codex app-server not found ({where}); {INSTALL_HINT}"
+        return False, f"codex app-server not found or not executable ({where}); {_missing_hint()}"
     try:
         completed = subprocess.run(
             [binary, "--version"],
@@ -133,10 +141,10 @@ def codex_runtime_status() -> tuple[bool, str]:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"{binary} --version failed: {exc}; {INSTALL_HINT}"
+        return False, f"{binary} --version failed: {exc}; {_missing_hint()}"
     output = completed.stdout.decode("utf-8", "replace").strip()
     if completed.returncode != 0 or CODEX_VERSION not in output.split():
-        return False, f"{binary} reports {output or 'nothing'!r}, evalhub needs codex-cli {CODEX_VERSION}; {INSTALL_HINT}"
+        return False, f"{binary} reports {_short(output)[:120] or 'nothing'!r}, evalhub needs codex-cli {CODEX_VERSION}; {_missing_hint()}"
     return True, f"codex-cli {CODEX_VERSION} at {binary}"
 
 
@@ -232,6 +240,9 @@ def build_config_toml(
 # -- provider errors -----------------------------------------------------------------------------
 
 _QUOTA_WORDS = re.compile(r"quota|billing|insufficient|credit", re.IGNORECASE)
+#: What codex says while it keeps reconnecting to an endpoint it cannot reach at all. It ignores
+#: ``request_max_retries = 0`` there and would wait out the whole turn budget.
+_UNREACHABLE_WORDS = re.compile(r"connection failed|waiting for network|error sending request|connection refused|dns", re.IGNORECASE)
 _DROP_WORDS = re.compile(r"stream disconnected|stream closed|timed? ?out|timeout|connection (reset|closed|refused)|idle", re.IGNORECASE)
 _STRING_CODES = {
     "usageLimitExceeded": "provider_quota_exhausted",
@@ -326,6 +337,7 @@ class _Turn:
     error: str | None = None
     error_code: str | None = None
     timed_out: bool = False
+    unreachable: bool = False
     outcome: TurnOutcome | None = None
 
 
@@ -437,8 +449,9 @@ class CodexAppServerDriver(Driver):
         wait for the evalhub MCP server to be ready. Raises ``InfrastructureError`` (see class)."""
         binary = self._binary or resolve_codex_binary()
         if binary is None or not Path(binary).exists():
+            looked = binary or _configured_binary() or "node_modules/.bin/codex, PATH"
             raise InfrastructureError(
-                "runtime_missing", False, f"codex app-server is not installed (looked for {binary or 'node_modules/.bin/codex, PATH'}); {INSTALL_HINT}"
+                "runtime_missing", False, f"codex app-server is not installed or not executable (looked for {looked}); {_missing_hint()}"
             )
         self._binary = binary
         try:
@@ -865,7 +878,7 @@ class CodexAppServerDriver(Driver):
             if error is not None:
                 turn.error = _short(error.get("message")) or turn.error
                 turn.error_code = classify_provider_error(error) or turn.error_code
-            self._finish_turn(turn, "timed_out" if turn.timed_out else status)
+            self._finish_turn(turn, "timed_out" if turn.timed_out else "failed" if turn.unreachable else status)
 
     def _finish_turn(self, turn: _Turn, status: str) -> None:
         if turn.outcome is None:
@@ -1005,6 +1018,16 @@ class CodexAppServerDriver(Driver):
         turn_id = params.get("turnId")
         if params.get("willRetry"):
             event = self._emit("provider.notice", [frame_id], turn_id, level="warning", code=code, willRetry=True)
+            details = str(error.get("additionalDetails") or "")
+            if _UNREACHABLE_WORDS.search(f"{error.get('message') or ''} {details}"):
+                # The endpoint cannot be reached: stop the turn now instead of waiting out maxLatencyMs.
+                with self._cond:
+                    turn = self._turns.get(str(turn_id)) if turn_id else None
+                    if turn is not None and not turn.unreachable:
+                        turn.unreachable = True
+                        turn.error = "the model endpoint could not be reached: " + _short(details or error.get("message"))
+                        turn.error_code = "provider_unreachable"
+                        self._work.put(self.interrupt)
         else:
             event = self._emit("provider.error", [frame_id], turn_id, code=code, message=_short(error.get("message"))[:200])
             with self._cond:
