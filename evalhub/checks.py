@@ -2,7 +2,7 @@
 
 Stable ids: evalhub.E001 cost ceiling, evalhub.E002 django-q2 retry/timeout, evalhub.E003 nightly
 time, evalhub.E004 schedule seed, evalhub.E005 django-q2 time zone, evalhub.E006 model provider
-profiles, evalhub.W001 a live runtime that is not installed at its pinned version.
+profiles, evalhub.E007 a Codex profile on a wire API codex does not speak, evalhub.W001 a live runtime that is not installed at its pinned version.
 """
 
 from __future__ import annotations
@@ -85,10 +85,21 @@ def check_live_runtimes(app_configs=None, **kwargs) -> list[Error | Warning]:
 
     problems: list[Error | Warning] = []
     try:
-        provider_profiles()
+        profiles = provider_profiles()
     except ProviderSettingsError as exc:
+        profiles = {}
         problems.append(
             Error(str(exc), hint="Fix EVALHUB_MODEL_PROVIDERS (a JSON object: {profile: {base_url, wire_api, env_key}}).", id="evalhub.E006")
+        )
+    codex_profile = profiles.get((evalhub_setting("DEFAULT_PROVIDER_PROFILES") or {}).get("codex", ""))
+    if codex_profile is not None and codex_profile.wire_api != "responses":
+        problems.append(
+            Error(
+                f"model provider profile {codex_profile.profile!r}, which Codex candidates use, has wire_api "
+                f"{codex_profile.wire_api!r}; codex app-server speaks only the Responses API.",
+                hint='Set its "wire_api" to "responses" in EVALHUB_MODEL_PROVIDERS.',
+                id="evalhub.E007",
+            )
         )
     ok, message = codex_runtime_status()
     if not ok:

@@ -118,3 +118,40 @@ def test_a_real_manage_py_check_exits_non_zero(tmp_path: Any, variables: dict[st
     assert done.returncode == 1
     assert f"({error_id})" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# --- live runtimes ---------------------------------------------------------------------------------
+
+
+def _live(settings: Any, **evalhub: Any) -> list[Any]:
+    from evalhub.checks import check_live_runtimes
+
+    settings.EVALHUB = {**settings.EVALHUB, **evalhub}
+    return check_live_runtimes()
+
+
+@pytest.mark.parametrize(
+    ("providers", "message"),
+    [
+        ("not json", "EVALHUB_MODEL_PROVIDERS is not valid JSON"),
+        ('["x"]', "must be a JSON object"),
+        ('{"x": {"base_url": "ftp://a"}}', "base_url must be an http(s) URL"),
+        ('{"x": {"base_url": "http://a/v1", "env_key": "sk-abcdefghijklmnop1234"}}', "must be the NAME"),
+        ('{"x": {"base_url": "http://a/v1", "scripted": true}}', "unknown keys scripted"),
+    ],
+)
+def test_malformed_provider_profiles_are_e006(settings: Any, providers: str, message: str) -> None:
+    problems = [p for p in _live(settings, MODEL_PROVIDERS_JSON=providers) if p.id == "evalhub.E006"]
+    assert len(problems) == 1 and message in problems[0].msg
+
+
+def test_a_codex_profile_on_chat_completions_is_e007(settings: Any) -> None:
+    providers = '{"openai": {"base_url": "http://127.0.0.1:1/v1", "wire_api": "chat", "env_key": "OPENAI_API_KEY"}}'
+    problems = [p for p in _live(settings, MODEL_PROVIDERS_JSON=providers) if p.id == "evalhub.E007"]
+    assert len(problems) == 1 and "speaks only the Responses API" in problems[0].msg
+
+
+def test_a_missing_codex_binary_is_a_warning_naming_the_fix(settings: Any, tmp_path: Any) -> None:
+    problems = _live(settings, RUNTIME_BINARIES={"codex": str(tmp_path / "codex")})
+    (warning,) = [p for p in problems if p.id == "evalhub.W001"]
+    assert warning.level < 40 and "fix EVALHUB_CODEX_BIN" in warning.msg  # a Warning, not an Error
