@@ -43,6 +43,7 @@ from tests.live_support import (
     run_cli,
     trace_expectations,
 )
+from tests.test_observe import MISBEHAVING as MISBEHAVING_TABLE
 
 pytestmark = pytest.mark.skipif(
     not CODEX.exists(), reason=f"the codex runtime is not installed ({CODEX} is missing; run `npm ci`)"
@@ -52,50 +53,9 @@ pytestmark = pytest.mark.skipif(
 #: model otherwise bills a known $0, so the cost limit could never fail (USD per million tokens).
 PRICE = {"input": 2, "cachedInput": 0.2, "output": 8, "reasoning": 8}
 
-#: docs/live-evaluation.md §4: misbehaving script → (case, failure code, the exact failing checks).
-MISBEHAVING_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
-    "final-response--never-finishes": (
-        "final-response",
-        "candidate_never_finished",
-        {
-            "lifecycle/semantic-disposition",
-            "lifecycle/issue-status",
-            "lifecycle/run-status",
-            "lifecycle/semantic-disposition-value",
-            "lifecycle/required-prp-events",
-            "continuation/required-calls",
-            "presentation/comment-count",
-            "presentation/response-source",
-        },
-    ),
-    "final-response--extra-call": ("final-response", "candidate_checks_failed", {"continuation/trajectory-restraint"}),
-    "final-response--empty-final-comment": (
-        "final-response",
-        "candidate_checks_failed",
-        {"presentation/no-empty-comment"},
-    ),
-    "final-response--duplicate-finish": (
-        "final-response",
-        "candidate_checks_failed",
-        {"continuation/no-repeated-work"},
-    ),
-    "final-response--over-budget": (
-        "final-response",
-        "candidate_budget_exceeded",
-        {
-            "lifecycle/token-budget",
-            "lifecycle/cost-budget",
-            "lifecycle/candidate-budget-stop",
-            "lifecycle/terminal-authority",
-            "presentation/terminal-presentation",
-        },
-    ),
-    "cancellation-permissions--forbidden-call": (
-        "cancellation-permissions",
-        "candidate_checks_failed",
-        {"continuation/control-plane-owned"},
-    ),
-}
+#: docs/live-evaluation.md §4: misbehaving script → (case, failure code, the exact failing checks);
+#: the same table the fake-runtime tests use, so the real binary must fail exactly as they do.
+MISBEHAVING_EXPECTED = MISBEHAVING_TABLE
 
 def _misbehaving_params() -> list[Any]:
     params = []

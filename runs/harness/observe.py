@@ -283,6 +283,16 @@ def _check(check_id: str, passed: bool, reason: str, evidence_ids: Sequence[str]
     return check
 
 
+def _expect(
+    checks: list[dict[str, Any]], assertions: Mapping[str, Any], key: str, check_id: str, observed: Any, reason: str
+) -> None:
+    """Append ``check_id`` when the case asserts ``key``: passes when ``observed`` equals the
+    asserted value; ``reason`` is formatted with ``observed`` and ``expected``."""
+    if key in assertions:
+        expected = assertions[key]
+        checks.append(_check(check_id, observed == expected, reason.format(observed=observed, expected=expected)))
+
+
 def _unique(values: Iterable[str]) -> list[str]:
     seen: list[str] = []
     for value in values:
@@ -429,22 +439,8 @@ def observe(evidence: Evidence) -> dict[str, Any]:
             "interactions still pending: " + ", ".join(str(i.get("id")) for i in pending),
         )
     )
-    if "issueStatus" in assertions:
-        lifecycle.append(
-            _check(
-                "issue-status",
-                issue_status == assertions["issueStatus"],
-                f"source task is {issue_status}, expected {assertions['issueStatus']}",
-            )
-        )
-    if "runStatus" in assertions:
-        lifecycle.append(
-            _check(
-                "run-status",
-                last_run_status == assertions["runStatus"],
-                f"last run ended {last_run_status}, expected {assertions['runStatus']}",
-            )
-        )
+    _expect(lifecycle, assertions, "issueStatus", "issue-status", issue_status, "source task is {observed}, expected {expected}")
+    _expect(lifecycle, assertions, "runStatus", "run-status", last_run_status, "last run ended {observed}, expected {expected}")
     if "semanticDisposition" in assertions:
         disposition = result.get("disposition") if result else None
         lifecycle.append(
@@ -467,14 +463,7 @@ def observe(evidence: Evidence) -> dict[str, Any]:
                 f"attempt {attempts}, at most {assertions['maxAttempts']} allowed",
             )
         )
-    if "recoveryOwner" in assertions:
-        lifecycle.append(
-            _check(
-                "recovery-owner",
-                owner == assertions["recoveryOwner"],
-                f"recovery owner is {owner}, expected {assertions['recoveryOwner']}",
-            )
-        )
+    _expect(lifecycle, assertions, "recoveryOwner", "recovery-owner", owner, "recovery owner is {observed}, expected {expected}")
     if "requiredPrpEventTypes" in assertions:
         absent = [t for t in assertions["requiredPrpEventTypes"] if t not in event_types]
         lifecycle.append(_check("required-prp-events", not absent, "required events missing: " + ", ".join(absent)))
@@ -552,22 +541,14 @@ def observe(evidence: Evidence) -> dict[str, Any]:
             "the execution did not end in the expected terminal state",
         ),
     ]
-    if "commentCount" in assertions:
-        presentation.append(
-            _check(
-                "comment-count",
-                len(comments) == assertions["commentCount"],
-                f"{len(comments)} comment(s) on the source task, expected {assertions['commentCount']}",
-            )
-        )
-    if "responseSource" in assertions:
-        presentation.append(
-            _check(
-                "response-source",
-                source_of_response == assertions["responseSource"],
-                f"response source is {source_of_response}, expected {assertions['responseSource']}",
-            )
-        )
+    _expect(
+        presentation, assertions, "commentCount", "comment-count", len(comments),
+        "{observed} comment(s) on the source task, expected {expected}",
+    )
+    _expect(
+        presentation, assertions, "responseSource", "response-source", source_of_response,
+        "response source is {observed}, expected {expected}",
+    )
     if "orderedMarkers" in assertions:
         presentation.append(
             _check(

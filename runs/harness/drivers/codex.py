@@ -136,7 +136,7 @@ def codex_runtime_status() -> tuple[bool, str]:
         completed = subprocess.run(
             [binary, "--version"],
             capture_output=True,
-            timeout=20,
+            timeout=5,  # runs on every manage.py command (system check): a hung binary must not stall them
             env={"PATH": os.environ.get("PATH", os.defpath)},
             check=False,
         )
