@@ -1,10 +1,10 @@
 """Form pieces every evalhub admin uses: strict JSON, secret-safe re-rendering, every constraint checked.
 
-The rules themselves live on the models (DESIGN.md principle 2). What this module adds is what a
+The rules themselves live on the models (docs/DESIGN.md principle 2). What this module adds is what a
 *form* must do around them so that no input gives a 500 and no secret goes back to the browser:
 
 * :class:`StrictJSONField` refuses ``NaN``, ``Infinity`` and ``1e309`` as a form error
-  (known-failure-modes B9: Django's ``forms.JSONField`` accepts them and the save then fails
+  (docs/failure-modes.md B9: Django's ``forms.JSONField`` accepts them and the save then fails
   with an IntegrityError or DataError, a 500);
 * :class:`SecretSafeFormMixin` blanks, in the re-rendered form, every submitted value that holds
   a secret shape, puts back the instance's stored values for those fields (the change page
@@ -13,7 +13,7 @@ The rules themselves live on the models (DESIGN.md principle 2). What this modul
   field's "X is not one of the available choices");
 * the same mixin validates *every* model constraint against the instance, not only those whose
   fields are all on the form, so a ``list_editable`` changelist or an inline cannot skip one
-  and reach the database (known-failure-modes B7).
+  and reach the database (docs/failure-modes.md B7).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models, transaction
 from django.db.models import F, QuerySet
+from django.db.models.functions import Lower, Upper
 from django.forms.fields import InvalidJSONInput, JSONString
 
-from candidates.secrets import contains_secret, redact
-from candidates.services import REORDER_OFFSET
 from evalhub.jsonio import loads_strict
+from evalhub.secrets import contains_secret, redact
+from evalhub.validation import REORDER_OFFSET
 
 
 class StrictJSONField(forms.JSONField):
@@ -69,6 +70,55 @@ class StrictJSONField(forms.JSONField):
             return InvalidJSONInput(data)
 
 
+class EnvironmentNamesField(StrictJSONField):
+    """Environment variable *names* as a person types them: ``OPENAI_API_KEY``, ``A, B`` or one
+    per line; a JSON list (``["A", "B"]``) still works. Shown back as ``A, B``. The names
+    themselves are checked by the model (pattern, uniqueness, no secret values)."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, InvalidJSONInput):
+            return value
+        if isinstance(value, str):
+            try:
+                value = loads_strict(value)
+            except ValueError:
+                return value
+        if isinstance(value, list) and all(isinstance(name, str) for name in value):
+            return ", ".join(value)
+        return super().prepare_value(value)
+
+    @staticmethod
+    def _typed_as_names(value: Any) -> bool:
+        """True for ``A, B`` text; JSON (a list, an object, a string, a number, a literal such as
+        ``null`` or ``NaN``) goes to the strict JSON parser, blank stays blank (not a list)."""
+        if not isinstance(value, str) or not value.strip():
+            return False
+        text = value.strip()
+        if text.startswith(("[", "{", '"')) or text in ("null", "true", "false", "NaN", "Infinity", "-Infinity"):
+            return False
+        try:
+            float(text)
+        except ValueError:
+            return True
+        return False
+
+    def to_python(self, value: Any) -> Any:
+        if self._typed_as_names(value):
+            return value.replace(",", " ").split()
+        return super().to_python(value)
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        if self._typed_as_names(data):
+            return data
+        return super().bound_data(data, initial)
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        try:
+            return self.to_python(data) != (initial if initial is not None else [])
+        except ValidationError:
+            return True
+
+
 def _has_nul(value: Any) -> bool:
     if isinstance(value, str):
         return "\x00" in value
@@ -105,9 +155,7 @@ class SecretSafeFormMixin:
         instance = getattr(self, "instance", None)
         # The stored values, to put back where a secret was posted (construct_instance overwrites them).
         self._stored_values = (
-            {field.attname: getattr(instance, field.attname) for field in instance._meta.concrete_fields}
-            if instance is not None
-            else {}
+            {field.attname: getattr(instance, field.attname) for field in instance._meta.concrete_fields} if instance is not None else {}
         )
 
     def _post_clean(self) -> None:
@@ -173,6 +221,67 @@ class SecretSafeModelForm(SecretSafeFormMixin, forms.ModelForm):
     """The default form of every evalhub ``ModelAdmin`` and inline."""
 
 
+class _Unsupported(Exception):
+    """An expression :func:`_expression_value` cannot evaluate in Python."""
+
+
+def _expression_value(instance: models.Model, expression: Any) -> Any:
+    """The value a unique-constraint expression takes for ``instance``: a field name, ``F()``,
+    ``Lower()`` and ``Upper()`` (the expressions evalhub's constraints use)."""
+    if isinstance(expression, str | F):
+        name = expression if isinstance(expression, str) else expression.name
+        return getattr(instance, instance._meta.get_field(name).attname)
+    if isinstance(expression, Lower | Upper):
+        value = _expression_value(instance, expression.get_source_expressions()[0])
+        if not isinstance(value, str):
+            return value
+        return value.lower() if isinstance(expression, Lower) else value.upper()
+    raise _Unsupported(expression)
+
+
+def expression_constraint_key(instance: models.Model, constraint: models.UniqueConstraint) -> tuple[Any, ...] | None:
+    """The tuple an expression ``UniqueConstraint`` (``Lower("model")``) compares for ``instance``,
+    or ``None`` when the constraint does not bind it (a NULL part, a condition, an expression
+    evaluated only by the database)."""
+    if not constraint.expressions or constraint.condition is not None:
+        return None
+    try:
+        key = tuple(_expression_value(instance, expression) for expression in constraint.expressions)
+    except _Unsupported:
+        return None
+    return None if any(part is None for part in key) else key
+
+
+class ConstraintCheckedFormSetMixin:
+    """Checks the model's expression ``UniqueConstraint``s among the rows submitted together.
+
+    Each form checks every constraint against the database (:class:`SecretSafeFormMixin`), but two
+    rows of one save that both take the same value (``gpt-5.9`` and ``GPT-5.9`` in one slot) each
+    pass that check and the second insert fails with an ``IntegrityError``, a 500. Django's formset
+    compares rows only on constraints over plain fields all present on the form; this compares
+    the expression ones, and puts the constraint's own message on the later row.
+    """
+
+    def clean(self) -> None:
+        super().clean()  # type: ignore[misc]
+        constraints = [c for c in self.model._meta.constraints if isinstance(c, models.UniqueConstraint) and c.expressions]  # type: ignore[attr-defined]
+        seen: set[tuple[str, tuple[Any, ...]]] = set()
+        for form in self.forms:  # type: ignore[attr-defined]
+            if not form.is_valid() or (self.can_delete and self._should_delete_form(form)):  # type: ignore[attr-defined]
+                continue
+            for constraint in constraints:
+                key = expression_constraint_key(form.instance, constraint)
+                if key is None:
+                    continue
+                if (constraint.name, key) in seen:
+                    form.add_error(None, ValidationError(constraint.get_violation_error_message(), code="unique"))
+                seen.add((constraint.name, key))
+
+
+class ConstraintCheckedModelFormSet(ConstraintCheckedFormSetMixin, forms.BaseModelFormSet):
+    """The ``list_editable`` changelist's formset."""
+
+
 class EvalhubAdminMixin:
     """Strict JSON and secret-safe forms on the add/change views *and* the list_editable changelist."""
 
@@ -184,9 +293,20 @@ class EvalhubAdminMixin:
         kwargs.setdefault("form", self.form)
         return super().get_changelist_form(request, **kwargs)  # type: ignore[misc]
 
+    def get_changelist_formset(self, request: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("formset", ConstraintCheckedModelFormSet)
+        return super().get_changelist_formset(request, **kwargs)  # type: ignore[misc]
+
+    def get_formset(self, request: Any, obj: Any = None, **kwargs: Any) -> Any:
+        """An inline's formset (only inlines have this method), with the rows checked together."""
+        base = kwargs.get("formset", self.formset)  # type: ignore[attr-defined]
+        if not issubclass(base, ConstraintCheckedFormSetMixin):
+            kwargs["formset"] = type(f"ConstraintChecked{base.__name__}", (ConstraintCheckedFormSetMixin, base), {})
+        return super().get_formset(request, obj, **kwargs)  # type: ignore[misc]
+
 
 class ReadOnlyAdminMixin:
-    """History is immutable (DESIGN.md principle 3): view, never add, change or delete."""
+    """History is immutable (docs/DESIGN.md principle 3): view, never add, change or delete."""
 
     def has_add_permission(self, request: Any, obj: Any = None) -> bool:
         return False
@@ -203,7 +323,7 @@ class OffsetSortableAdminMixin(SortableAdminMixin):
 
     The library writes the new positions with one ``bulk_update``; PostgreSQL and SQLite check a
     unique constraint row by row, so moving A into B's place fails while B still holds it. Here
-    the moved rows first jump above :data:`~candidates.services.REORDER_OFFSET` (as the manifest
+    the moved rows first jump above :data:`~evalhub.validation.REORDER_OFFSET` (as the manifest
     import does) and then take their new positions, in one transaction: a clash with a row that
     was not moved rolls everything back and the library answers 400, never 500. The library's
     "move to page" actions (several rows at once, positions shifted by ``F() + 1``) are not

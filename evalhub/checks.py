@@ -2,7 +2,8 @@
 
 Stable ids: evalhub.E001 cost ceiling, evalhub.E002 django-q2 retry/timeout, evalhub.E003 nightly
 time, evalhub.E004 schedule seed, evalhub.E005 django-q2 time zone, evalhub.E006 model provider
-profiles, evalhub.E007 a Codex profile on a wire API codex does not speak, evalhub.W001 a live runtime that is not installed at its pinned version.
+profiles, evalhub.E007 a Codex profile on a wire API codex does not speak, evalhub.E008 a deployment on the
+built-in secret key, evalhub.E009 the production profile with local-only hosts or DEBUG on, evalhub.W001 a live runtime that is not installed at its pinned version.
 """
 
 from __future__ import annotations
@@ -10,16 +11,17 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
-from candidates.secrets import secret_kinds
 from evalhub.conf import evalhub_setting
+from evalhub.defaults import EMBEDDED_SECRET_KEY, LOCAL_HOSTS
+from evalhub.secrets import secret_kinds
 
 UTC_NAMES = {"UTC", "Etc/UTC", "Etc/Universal", "Universal", "Zulu", "Etc/Zulu", "GMT", "Etc/GMT"}
 
 
 @register()
 def check_evalhub_settings(app_configs=None, **kwargs) -> list[Error]:
+    from runs.periodic import parse_nightly_time
     from schedules.building import ScheduleError, parse_campaign_cost_limit
-    from schedules.periodic import parse_nightly_time
 
     errors: list[Error] = []
     try:
@@ -58,6 +60,19 @@ def check_evalhub_settings(app_configs=None, **kwargs) -> list[Error]:
                 id="evalhub.E005",
             )
         )
+    from runs.signal import signal_config
+
+    try:
+        signal_config()
+    except ValueError as exc:
+        errors.append(
+            Error(
+                f"The signal settings are not usable: {exc}.",
+                hint="EVALHUB_SIGNAL_RECENT_NIGHTS and EVALHUB_SIGNAL_BASELINE_NIGHTS are whole numbers of at least 1; "
+                "EVALHUB_SIGNAL_ALPHA is a level above 0 and at most 0.5.",
+                id="evalhub.E010",
+            )
+        )
     seed = evalhub_setting("SCHEDULE_SEED")
     if not isinstance(seed, str) or not seed.strip():
         errors.append(Error("EVALHUB_SCHEDULE_SEED must not be blank.", id="evalhub.E004"))
@@ -80,16 +95,19 @@ def check_live_runtimes(app_configs=None, **kwargs) -> list[Error | Warning]:
     (or whose candidates lack credentials) never starts one, and an execution that needs it
     reports ``runtime_missing`` itself.
     """
-    from runs.harness.drivers.codex import codex_runtime_status
-    from runs.harness.providers import ProviderSettingsError, provider_profiles
+    from runs.executors.live.executor import configured_binary, configured_profiles
+    from runs.executors.live.providers import ProviderSettingsError
+    from runs.executors.live.runtimes import RUNTIMES
 
     problems: list[Error | Warning] = []
     try:
-        profiles = provider_profiles()
+        profiles = configured_profiles()
     except ProviderSettingsError as exc:
         profiles = {}
         problems.append(
-            Error(str(exc), hint="Fix EVALHUB_MODEL_PROVIDERS (a JSON object: {profile: {base_url, wire_api, env_key}}).", id="evalhub.E006")
+            Error(
+                str(exc), hint="Fix EVALHUB_MODEL_PROVIDERS (a JSON object: {profile: {base_url, wire_api, env_key}}).", id="evalhub.E006"
+            )
         )
     codex_profile = profiles.get((evalhub_setting("DEFAULT_PROVIDER_PROFILES") or {}).get("codex", ""))
     if codex_profile is not None and codex_profile.wire_api != "responses":
@@ -101,7 +119,50 @@ def check_live_runtimes(app_configs=None, **kwargs) -> list[Error | Warning]:
                 id="evalhub.E007",
             )
         )
-    ok, message = codex_runtime_status()
-    if not ok:
-        problems.append(Warning(f"Codex live executions cannot run: {message}", hint="Run `make install` (npm ci).", id="evalhub.W001"))
+    for runtime in RUNTIMES.values():
+        ok, message = runtime.status(configured_binary(runtime.key))
+        if not ok:
+            problems.append(
+                Warning(f"{runtime.label} live executions cannot run: {message}", hint="Run `make install` (npm ci).", id="evalhub.W001")
+            )
     return problems
+
+
+@register()
+def check_deployment(app_configs=None, **kwargs) -> list[Error]:
+    """A server other people reach must not sign sessions with the key everyone has read.
+
+    E008: the built-in secret key with DEBUG off and either the production profile or any
+    allowed host beyond this machine. E009 (production profile only): local-only allowed hosts
+    (nobody could reach it) or DEBUG on (tracebacks to the world). ``evalhub/wsgi.py`` runs these
+    checks when gunicorn loads the app, so such a server refuses to start.
+    """
+    errors: list[Error] = []
+    production = getattr(settings, "PRODUCTION", False)
+    hosts = [str(host).strip().lower() for host in settings.ALLOWED_HOSTS]
+    local_only = all(host in LOCAL_HOSTS for host in hosts)
+    if not settings.DEBUG and settings.SECRET_KEY == EMBEDDED_SECRET_KEY and (production or not local_only):
+        errors.append(
+            Error(
+                "This server would sign sessions with evalhub's built-in secret key, which anyone can read in the source.",
+                hint='Set DJANGO_SECRET_KEY to a long random value, e.g. the output of `python -c "import secrets; print(secrets.token_urlsafe(50))"`.',
+                id="evalhub.E008",
+            )
+        )
+    if production and local_only:
+        errors.append(
+            Error(
+                f"The production profile allows only local host names ({', '.join(hosts) or 'none'}): nobody else could reach it.",
+                hint="Set EVALHUB_ALLOWED_HOSTS to the names people use, e.g. evalhub.example.com.",
+                id="evalhub.E009",
+            )
+        )
+    if production and settings.DEBUG:
+        errors.append(
+            Error(
+                "The production profile runs with DEBUG on: error pages would show settings and tracebacks to anyone.",
+                hint="Unset EVALHUB_DEBUG (or set it to false).",
+                id="evalhub.E009",
+            )
+        )
+    return errors

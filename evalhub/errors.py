@@ -13,9 +13,7 @@ def _is_api(request: HttpRequest) -> bool:
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """400, e.g. a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django raises before any view runs)."""
     if _is_api(request):
-        return JsonResponse(
-            {"detail": "The request could not be read: it is malformed or larger than the 2.5 MB limit."}, status=400
-        )
+        return JsonResponse({"detail": "The request could not be read: it is malformed or larger than the 2.5 MB limit."}, status=400)
     return defaults.bad_request(request, exception)
 
 

@@ -1,4 +1,4 @@
-"""Strict JSON reading: ``NaN``, ``Infinity`` and ``-Infinity`` are errors, not floats (known-failure-modes B9),
+"""Strict JSON reading: ``NaN``, ``Infinity`` and ``-Infinity`` are errors, not floats (docs/failure-modes.md B9),
 and so is a document nested deeper than :data:`MAX_DEPTH` (which would otherwise exhaust the stack)."""
 
 from __future__ import annotations

@@ -9,18 +9,34 @@ switches to PostgreSQL and ``REDIS_URL`` to the Redis broker. Project knobs live
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from evalhub.defaults import DEFAULTS, EMBEDDED_SECRET_KEY, LOCAL_HOSTS
+from evalhub.secrets import secret_kinds
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+def _shown(raw: str) -> str:
+    """A bad value as an error message may quote it: never one that looks like a secret (a key
+    pasted into the wrong variable would land on stderr)."""
+    return "a value that looks like a secret (not shown)" if secret_kinds(raw) else repr(raw)
+
+
 def env_str(name: str, default: str) -> str:
-    """The variable's value, or ``default`` when it is unset or blank."""
+    """The variable's value, or ``default`` when it is unset or blank; a value holding bytes that
+    are not UTF-8 is a configuration error (it would fail wherever it is written or hashed)."""
     value = os.environ.get(name, "").strip()
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ImproperlyConfigured(f"{name} must be UTF-8 text; it holds bytes that are not") from None
     return value or default
 
 
@@ -33,7 +49,7 @@ def env_bool(name: str, default: bool) -> bool:
         return True
     if raw in {"0", "false", "no", "off"}:
         return False
-    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}")
+    raise ImproperlyConfigured(f"{name} must be true or false, not {_shown(raw)}")
 
 
 def env_int(name: str, default: int, *, minimum: int = 0) -> int:
@@ -44,10 +60,52 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a whole number, not {raw!r}") from None
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {_shown(raw)}") from None
     if value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {value}")
     return value
+
+
+def env_level(name: str, default: float) -> float:
+    """A significance level: a decimal number above 0 and at most 0.5; anything else is a configuration error."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a decimal number such as 0.05, not {raw!r}") from None
+    if not 0 < value <= 0.5:  # also refuses nan
+        raise ImproperlyConfigured(f"{name} must be above 0 and at most 0.5, not {raw!r}")
+    return value
+
+
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of ``choices`` (any case); anything else is a configuration error naming them."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {_shown(raw)}")
+    return raw
+
+
+def env_concurrency(name: str) -> dict[str, int]:
+    """A JSON object of provider profile → concurrent executions (whole numbers ≥ 1), e.g.
+    ``{"openai": 2}``; unset: no limits. Anything else is a configuration error."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f'{name} must be a JSON object such as {{"openai": 2}}, not {_shown(raw)}') from None
+    if not isinstance(value, dict) or not all(
+        isinstance(key, str) and key.strip() and isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1
+        for key, limit in value.items()
+    ):
+        raise ImproperlyConfigured(f'{name} must map provider profile names to whole numbers of at least 1, such as {{"openai": 2}}')
+    return {key.strip(): limit for key, limit in value.items()}
 
 
 def env_list(name: str) -> list[str]:
@@ -56,10 +114,18 @@ def env_list(name: str) -> list[str]:
 
 
 DEBUG = env_bool("EVALHUB_DEBUG", False)
+#: ``EVALHUB_ENV=production`` switches on the production profile (docs/production.md): HTTPS only
+#: (HSTS, SSL redirect, secure cookies), hashed static files collected for WhiteNoise, and system
+#: checks (evalhub/checks.py) that refuse the built-in secret key and local-only hosts.
+EVALHUB_ENV = env_str("EVALHUB_ENV", "development").lower()
+if EVALHUB_ENV not in {"development", "production"}:
+    raise ImproperlyConfigured(f"EVALHUB_ENV must be development or production, not {EVALHUB_ENV!r}")
+PRODUCTION = EVALHUB_ENV == "production"
 # A fixed key is fine for the embedded, single-machine default; deployments set
-# DJANGO_SECRET_KEY. It signs sessions only: provider credentials are never stored at all.
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or "evalhub-embedded-default-key"
-ALLOWED_HOSTS = env_list("EVALHUB_ALLOWED_HOSTS") or ["localhost", "127.0.0.1", "[::1]", "testserver"]
+# DJANGO_SECRET_KEY (a shared or production deployment on this key is refused by a system
+# check). It signs sessions only: provider credentials are never stored at all.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or EMBEDDED_SECRET_KEY
+ALLOWED_HOSTS = env_list("EVALHUB_ALLOWED_HOSTS") or list(LOCAL_HOSTS)
 CSRF_TRUSTED_ORIGINS = env_list("EVALHUB_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
@@ -71,12 +137,15 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    "evalhub.apps.ApiTokensConfig",  # django-rest-knox
+    "evalhub.apps.SignInLockoutsConfig",  # django-axes
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "adminsortable2",
+    "import_export",
     "django_q",
+    "health_check",
     "evalhub",
     "candidates",
     "schedules",
@@ -85,6 +154,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A NUL character in the address is a 400 before any view: PostgreSQL refuses it in a query.
+    "evalhub.middleware.RejectNulMiddleware",
     # Serves the admin's, the API docs' and evalhub's static files from the app directories, so
     # `make serve` works with DEBUG off and no collectstatic step.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -94,7 +165,24 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out sign-in into its lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Sign-in attempts are rate-limited (django-axes): after AXES_FAILURE_LIMIT failures for one
+# user name from one address, that pair is locked out for AXES_COOLOFF_TIME.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("EVALHUB_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("EVALHUB_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+# A key pasted into the user name field must not be stored (nor shown in the admin) as typed.
+AXES_USERNAME_CALLABLE = "evalhub.signin.attempted_username"
+
+# The admin's price table imports and exports CSV only (a JSON upload of any shape would reach the
+# library unchecked), and an exported cell that a spreadsheet would run as a formula is escaped.
+IMPORT_EXPORT_ESCAPE_FORMULAE_ON_EXPORT = True
 
 ROOT_URLCONF = "evalhub.urls"
 WSGI_APPLICATION = "evalhub.wsgi.application"
@@ -120,7 +208,7 @@ def database_config() -> dict:
 
     SQLite runs in WAL mode with ``BEGIN IMMEDIATE`` transactions and a 20 s busy timeout, so the
     qcluster worker and the web process queue for the write lock instead of failing with
-    "database is locked" (known-failure-modes B6).
+    "database is locked" (docs/failure-modes.md B6).
     """
     url = os.environ.get("DATABASE_URL", "").strip()
     if url:
@@ -163,18 +251,39 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = Path(env_str("EVALHUB_STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise serves from the finders but expects the folder
-WHITENOISE_USE_FINDERS = True
+# Development serves the app directories as they are; production serves what `collectstatic`
+# put in STATIC_ROOT, compressed and with hashed names (cached for a year by browsers).
+WHITENOISE_USE_FINDERS = not PRODUCTION
 WHITENOISE_AUTOREFRESH = DEBUG
+if PRODUCTION:
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+    # HTTPS only. evalhub runs behind a proxy that terminates TLS and sets X-Forwarded-Proto
+    # (docs/production.md); the proxy must overwrite any such header a client sends.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = env_int("EVALHUB_HSTS_SECONDS", 31536000, minimum=1)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("EVALHUB_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("EVALHUB_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    # /health/ answers plain-HTTP probes from a load balancer without a redirect.
+    SECURE_REDIRECT_EXEMPT = [r"^health/$"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "pages:runs"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
+    # Token first: DRF answers a request without credentials with the first class's challenge,
+    # so it is a 401 with ``WWW-Authenticate: Token`` (session auth has no challenge: a 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # API tokens are stored hashed, with an expiry (django-rest-knox); `Authorization: Token …`.
+        "evalhub.api.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["evalhub.api.permissions.ReadSignedInWriteStaff"],
     "DEFAULT_PAGINATION_CLASS": "evalhub.api.pagination.StablePageNumberPagination",
@@ -182,7 +291,7 @@ REST_FRAMEWORK = {
     # No client-chosen ordering: every list has a fixed order ending in a unique key (stable pages).
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PARSER_CLASSES": ["evalhub.api.parsers.StrictJSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "evalhub.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "evalhub.api.exceptions.exception_handler",
     "COERCE_DECIMAL_TO_STRING": False,
     "STRICT_JSON": True,
@@ -199,23 +308,52 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name for the provider list wherever it appears (a candidate's provider, a case's providers).
+    "ENUM_NAME_OVERRIDES": {"ProviderEnum": "candidates.models.Provider"},
+}
+
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=env_int("EVALHUB_TOKEN_TTL_DAYS", 90, minimum=1)),
+    "AUTO_REFRESH": False,
 }
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured("REDIS_URL must be a Redis URL such as redis://127.0.0.1:6379/0 (redis://, rediss:// or unix://), or unset")
+
+# One cache every process shares (django-q2 keeps its cluster status there, so `qinfo`, the
+# admin and /health/ see every worker): Redis when configured, else a database table (created
+# by runs' migration 0011).
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "evalhub"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "evalhub_cache"}}
+
+# Alert emails go through Django's mail backends; the SMTP password is read from its variable
+# when sending, never stored.
+EMAIL_BACKEND = env_str("EVALHUB_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EVALHUB_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EVALHUB_EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EVALHUB_EMAIL_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EVALHUB_EMAIL_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EVALHUB_EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env_str("EVALHUB_EMAIL_FROM", "evalhub@localhost")
 
 Q_CLUSTER = {
     "name": "evalhub",
     "workers": env_int("EVALHUB_Q_WORKERS", 1, minimum=1),
-    # A nightly can run for hours: the timeout must cover it and ``retry`` must exceed the
-    # timeout, or the broker hands the same task to a second worker (known-failure-modes B1).
-    "timeout": env_int("EVALHUB_Q_TIMEOUT", 6 * 3600, minimum=60),
-    "retry": env_int("EVALHUB_Q_RETRY", 6 * 3600 + 600, minimum=61),
+    # A night fans out into one task per execution: the timeout must cover one execution (its
+    # turns under maxLatencyMs) and ``retry`` must exceed it, or the ORM broker hands a running
+    # task to a second worker — harmless (the execution's lease decides), but wasted.
+    "timeout": env_int("EVALHUB_Q_TIMEOUT", 3600, minimum=60),
+    "retry": env_int("EVALHUB_Q_RETRY", 3600 + 600, minimum=61),
     "max_attempts": 1,
     "catch_up": False,
     "save_limit": 500,
     "ack_failures": True,
     "label": "Tasks",
-    # Daily schedules keep UTC wall-clock time: the nightly never drifts with daylight saving (B2).
+    # Daily schedules keep UTC wall-clock time: the nightly never drifts with daylight saving (docs/failure-modes.md B2).
     "time_zone": "UTC",
 }
 if REDIS_URL:
@@ -223,37 +361,51 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
-# Project knobs; read lazily through evalhub.conf.evalhub_setting, never at import time.
+# Project knobs; read lazily through evalhub.conf.evalhub_setting, never at import time. The
+# defaults live in evalhub.defaults; the environment overrides them here.
 EVALHUB = {
-    "SCHEDULE_SEED": env_str("EVALHUB_SCHEDULE_SEED", "runner-live-seven-week-v1"),
-    # Kept as the raw string: parse_campaign_cost_limit validates it when a run starts.
+    **DEFAULTS,
+    "SCHEDULE_SEED": env_str("EVALHUB_SCHEDULE_SEED", DEFAULTS["SCHEDULE_SEED"]),
     "MAX_CAMPAIGN_COST_USD": os.environ.get("EVALHUB_MAX_CAMPAIGN_COST_USD"),
-    "NIGHTLY_TIME_UTC": env_str("EVALHUB_NIGHTLY_TIME_UTC", "04:00"),
-    # Executors that start processes or reach the network are switched on here.
-    "EXECUTORS": {},
-    # Alerts fire only once the baseline is declared ready (and seven compatible reports exist).
-    "BASELINE_READY": env_bool("EVALHUB_BASELINE_READY", False),
-    # Runs older than this many days are pruned daily, never the last seven reports of a bundle.
-    "RETENTION_DAYS": env_int("EVALHUB_RETENTION_DAYS", 120, minimum=1),
-    # Part of the live bundle identity; evalhub's version when unset.
+    "NIGHTLY_TIME_UTC": env_str("EVALHUB_NIGHTLY_TIME_UTC", DEFAULTS["NIGHTLY_TIME_UTC"]),
+    "BASELINE_READY": env_bool("EVALHUB_BASELINE_READY", DEFAULTS["BASELINE_READY"]),
+    "RETENTION_DAYS": env_int("EVALHUB_RETENTION_DAYS", DEFAULTS["RETENTION_DAYS"], minimum=1),
     "RUNNER_BUILD": os.environ.get("EVALHUB_RUNNER_BUILD", "").strip() or None,
-    # Live executions. Model providers by qualification profile: where the runtime sends model
-    # requests, which wire API, and the *name* of the variable holding the key (never the key).
-    # A candidate without a profile uses DEFAULT_PROVIDER_PROFILES[provider]. EVALHUB_MODEL_PROVIDERS
-    # (a JSON object of the same shape) overrides or adds profiles; `manage.py check` validates it.
-    "MODEL_PROVIDERS": {
-        "openai": {"base_url": "https://api.openai.com/v1", "wire_api": "responses", "env_key": "OPENAI_API_KEY"},
-        "openrouter": {"base_url": "https://openrouter.ai/api/v1", "wire_api": "chat", "env_key": "OPENROUTER_API_KEY"},
-    },
     "MODEL_PROVIDERS_JSON": os.environ.get("EVALHUB_MODEL_PROVIDERS", ""),
-    "DEFAULT_PROVIDER_PROFILES": {"codex": "openai", "opencode": "openrouter", "acpx": "openai"},
-    # Runtime binaries, installed by `make install` (npm ci) from package.json's pinned versions.
-    "RUNTIME_BINARIES": {"codex": env_str("EVALHUB_CODEX_BIN", str(BASE_DIR / "node_modules" / ".bin" / "codex"))},
-    # The only host variables a runtime inherits, besides the candidate's required variables.
-    "RUNTIME_ENV_ALLOWLIST": ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"],
-    # Raw protocol traces are kept compressed, up to this many uncompressed bytes per attempt.
-    "TRACE_CAP_BYTES": env_int("EVALHUB_TRACE_CAP_BYTES", 8 * 1024 * 1024, minimum=1024),
+    "RUNTIME_BINARIES": {
+        "codex": env_str("EVALHUB_CODEX_BIN", str(BASE_DIR / "node_modules" / ".bin" / "codex")),
+        "opencode": env_str("EVALHUB_OPENCODE_BIN", str(BASE_DIR / "node_modules" / ".bin" / "opencode")),
+        "claude-acp": env_str("EVALHUB_CLAUDE_ACP_BIN", str(BASE_DIR / "node_modules" / ".bin" / "claude-agent-acp")),
+        "codex-acp": env_str("EVALHUB_CODEX_ACP_BIN", str(BASE_DIR / "node_modules" / ".bin" / "codex-acp")),
+    },
+    "TRACE_CAP_BYTES": env_int("EVALHUB_TRACE_CAP_BYTES", DEFAULTS["TRACE_CAP_BYTES"], minimum=1024),
+    "LEASE_SECONDS": env_int("EVALHUB_LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"], minimum=2),
+    "HEARTBEAT_SECONDS": env_int("EVALHUB_HEARTBEAT_SECONDS", DEFAULTS["HEARTBEAT_SECONDS"], minimum=1),
+    "REAP_CHECK_SECONDS": env_int("EVALHUB_REAP_CHECK_SECONDS", DEFAULTS["REAP_CHECK_SECONDS"], minimum=0),
+    "DB_RETRY_SECONDS": env_int("EVALHUB_DB_RETRY_SECONDS", DEFAULTS["DB_RETRY_SECONDS"], minimum=0),
+    "REDISPATCH_SECONDS": env_int("EVALHUB_REDISPATCH_SECONDS", DEFAULTS["REDISPATCH_SECONDS"], minimum=1),
+    "PROVIDER_CONCURRENCY": env_concurrency("EVALHUB_PROVIDER_CONCURRENCY"),
+    "SLOT_WAIT_SECONDS": env_int("EVALHUB_SLOT_WAIT_SECONDS", DEFAULTS["SLOT_WAIT_SECONDS"], minimum=0),
+    "COVERAGE_CASE_SLOTS": env_choice("EVALHUB_COVERAGE_CASE_SLOTS", ("every", "reachable"), DEFAULTS["COVERAGE_CASE_SLOTS"]),
+    "NOTIFY_RETRY_SECONDS": env_int("EVALHUB_NOTIFY_RETRY_SECONDS", DEFAULTS["NOTIFY_RETRY_SECONDS"], minimum=1),
+    "NOTIFY_MAX_ATTEMPTS": env_int("EVALHUB_NOTIFY_MAX_ATTEMPTS", DEFAULTS["NOTIFY_MAX_ATTEMPTS"], minimum=1),
+    "PUBLIC_URL": env_str("EVALHUB_PUBLIC_URL", DEFAULTS["PUBLIC_URL"]),
+    "SIGNAL_RECENT_NIGHTS": env_int("EVALHUB_SIGNAL_RECENT_NIGHTS", DEFAULTS["SIGNAL_RECENT_NIGHTS"], minimum=1),
+    "SIGNAL_BASELINE_NIGHTS": env_int("EVALHUB_SIGNAL_BASELINE_NIGHTS", DEFAULTS["SIGNAL_BASELINE_NIGHTS"], minimum=1),
+    "SIGNAL_ALPHA": env_level("EVALHUB_SIGNAL_ALPHA", DEFAULTS["SIGNAL_ALPHA"]),
 }
+# The build label goes into every report's bundle (shown, exported): never a secret.
+if EVALHUB["RUNNER_BUILD"] and secret_kinds(EVALHUB["RUNNER_BUILD"]):
+    raise ImproperlyConfigured(
+        "EVALHUB_RUNNER_BUILD looks like a secret; it is stored in every report: use a build label such as a commit id"
+    )
+# A lease must outlive at least two heartbeats, or a live execution loses it between two of them
+# and its good result is thrown away (runs/leases.py).
+if EVALHUB["HEARTBEAT_SECONDS"] * 2 > EVALHUB["LEASE_SECONDS"]:
+    raise ImproperlyConfigured(
+        f"EVALHUB_HEARTBEAT_SECONDS ({EVALHUB['HEARTBEAT_SECONDS']}) must be at most half of EVALHUB_LEASE_SECONDS "
+        f"({EVALHUB['LEASE_SECONDS']}): a lease would expire between two heartbeats"
+    )
 
 LOGGING = {
     "version": 1,

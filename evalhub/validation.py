@@ -1,7 +1,7 @@
 """Validation shared by every evalhub model.
 
 Every writer (admin, API, manifest import, shell) reaches these through ``full_clean()``
-(DESIGN.md, "One validation path").
+(docs/DESIGN.md, "One validation path").
 """
 
 from __future__ import annotations
@@ -12,26 +12,81 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
-from candidates.secrets import redact, secret_error_for
 from evalhub.jsonio import MAX_DEPTH, json_depth
+from evalhub.scan_views import identity_text_problem
+from evalhub.secrets import contains_secret, env_example, redact, redact_data, secret_kinds
 
-#: Positions above this are reserved for the moment of a reorder (see candidates.services.REORDER_OFFSET).
+#: Positions above this are reserved for the moment of a reorder (:data:`REORDER_OFFSET`).
 MAX_POSITION = 999_999
+#: Reorders use positions above this offset for a moment, so unique (slot, position) never clashes.
+REORDER_OFFSET = MAX_POSITION + 1
 #: The largest whole number every supported database stores in an integer column.
 MAX_INTEGER = 2_147_483_647
 
 position_validators = [MaxValueValidator(MAX_POSITION, message=f"Position must be at most {MAX_POSITION}.")]
 
-KEY_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+
+_SECRET_MESSAGE = _(
+    "This looks like a secret (%(kinds)s). Store the name of the environment variable that holds it (such as %(example)s), never the value."
+)
+_FIELD_SECRET_MESSAGE = _(
+    "%(field)s looks like it contains a secret (%(kinds)s). Store the name of the environment "
+    "variable that holds it (such as %(example)s), never the value."
+)
+
+
+def _params(kinds: list[str]) -> dict[str, str]:
+    return {"kinds": ", ".join(kinds), "example": env_example(kinds)}
+
+
+def validate_no_secrets(value: object) -> None:
+    """Django validator: raise ``ValidationError(code="secret_shaped")`` if ``value`` (text or
+    JSON-like data, dict keys included) holds a secret shape. The message names the kind(s)
+    and what to store instead; it never contains the value or any part of it."""
+    kinds = secret_kinds(value)
+    if kinds:
+        raise ValidationError(_SECRET_MESSAGE, code="secret_shaped", params=_params(kinds))
+
+
+def secret_error_for(field_label: str, value: object) -> ValidationError | None:
+    """The ``secret_shaped`` error for a field, or ``None`` if ``value`` is clean.
+
+    The message starts with ``field_label`` ("Required env looks like it contains a secret
+    (OpenAI API key). …") and, like ``validate_no_secrets``, never echoes the value.
+    """
+    kinds = secret_kinds(value)
+    if not kinds:
+        return None
+    return ValidationError(
+        _FIELD_SECRET_MESSAGE,
+        code="secret_shaped",
+        params={"field": field_label, **_params(kinds)},
+    )
+
+
+# \A and \Z, not ^ and $: "$" also matches before a trailing newline, and "codex-luna\n" would
+# be a second candidate beside codex-luna.
+KEY_PATTERN = r"\A[a-z0-9][a-z0-9._-]*\Z"
+#: The name pattern as JSON Schema / OpenAPI writes it; code matches it with ``fullmatch``.
 ENV_NAME_PATTERN = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 key_validator = RegexValidator(
     KEY_PATTERN,
-    message="Use lowercase letters, digits, '.', '_' and '-' only, starting with a letter or digit "
-    "(for example codex-strong).",
+    message="Use lowercase letters, digits, '.', '_' and '-' only, starting with a letter or digit (for example codex-strong).",
     code="invalid_key",
 )
+
+
+def validate_identity_text(value: object) -> None:
+    """Django validator for text that decides identity — model names, reasoning efforts,
+    profiles (see :func:`evalhub.scan_views.identity_text_problem`); raises
+    ``ValidationError(code="not_plain_text")`` naming the character to remove or the form to write."""
+    if isinstance(value, str):
+        problem = identity_text_problem(value)
+        if problem is not None:
+            raise ValidationError(f"This value {problem}.", code="not_plain_text")
 
 
 class SecretFreeModel(models.Model):
@@ -45,11 +100,26 @@ class SecretFreeModel(models.Model):
     ``full_clean()`` then redacts every message it raises: Django's own messages echo values
     ("Value '…' is not a valid choice.") and so do the case schema's ("unknown field …"), and a
     validation error must never carry a secret to a page, an API response or a log
-    (known-failure-modes B8 and B12).
+    (docs/failure-modes.md B8 and B12).
     """
 
     class Meta:
         abstract = True
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any) -> Any:
+        """A row as loaded, with every secret-shaped string of its text and JSON fields replaced
+        by the redaction marker: a row written around ``full_clean()`` (``loaddata``,
+        ``objects.update``) never shows its secret on a page, in the API, the admin or a schedule
+        built from it, and a schedule built from it carries the marker its executions are refused
+        by (schedules/services.py). Clean rows load unchanged."""
+        instance = super().from_db(db, field_names, values)
+        for field in cls._meta.concrete_fields:
+            if isinstance(field, (models.CharField, models.TextField, models.JSONField)) and field.attname in instance.__dict__:
+                value = instance.__dict__[field.attname]
+                if value and contains_secret(value):
+                    instance.__dict__[field.attname] = redact_data(value)
+        return instance
 
     def clean_fields(self, exclude: Any = None) -> None:
         errors: dict[str, list[ValidationError]] = {}
@@ -125,16 +195,16 @@ def env_name_errors(value: Any, *, label: str) -> list[str]:
     """Problems with a list of environment variable names, as sentences (empty when valid).
 
     A valid value is a JSON list of unique strings each matching ``^[A-Z_][A-Z0-9_]*$``
-    (known-failure-modes B8: a bare string, ``null``, a dict or a number are all rejected).
+    (docs/failure-modes.md B8: a bare string, ``null``, a dict or a number are all rejected).
     """
     if not isinstance(value, list):
-        return [f"{label} must be a list of environment variable names such as [\"OPENAI_API_KEY\"]."]
+        return [f'{label} must be a list of environment variable names such as ["OPENAI_API_KEY"].']
     problems = []
     seen: set[str] = set()
     for index, item in enumerate(value, start=1):
         if not isinstance(item, str):
             problems.append(f"{label} item {index} must be a text name, not {type(item).__name__}.")
-        elif not ENV_NAME_PATTERN.match(item):
+        elif not ENV_NAME_PATTERN.fullmatch(item):
             problems.append(
                 f"{label} item {index} is not an environment variable name: use capital letters, "
                 "digits and underscores, starting with a letter or underscore (for example OPENAI_API_KEY)."

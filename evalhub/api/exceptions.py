@@ -4,9 +4,9 @@
   renaming model fields to API fields; this is the fallback for anything that escapes).
 * ``ProtectedError``/``RestrictedError`` (deleting a row others still use) → 409 naming the users.
 * ``IntegrityError`` (a concurrent write won the race after validation passed) → 409.
-* Every string in an error body is passed through :func:`candidates.secrets.redact`, so an echoed
+* Every string in an error body is passed through :func:`evalhub.secrets.redact`, so an echoed
   value (an unknown field name, a query parameter, a choice) can never carry a secret-shaped
-  string back to the client (known-failure-modes B12).
+  string back to the client (docs/failure-modes.md B12).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from candidates.secrets import redact_data
+from evalhub.secrets import redact_data
 
 CONFLICT_MESSAGE = "This change conflicts with another change saved at the same moment; reload and try again."
 
@@ -34,7 +34,7 @@ class Conflict(exceptions.APIException):
 
 
 def protected_message(exc: ProtectedError | RestrictedError) -> str:
-    """"Cannot delete: still used by candidate codex-luna, candidate opencode-kimi. ..." (five named at most)."""
+    """ "Cannot delete: still used by candidate codex-luna, candidate opencode-kimi. ..." (five named at most)."""
     objects = exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects
     users = sorted({f"{obj._meta.verbose_name} {obj}" for obj in objects})
     shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")

@@ -1,4 +1,4 @@
-"""The API's request parser: strict JSON only (known-failure-modes B9)."""
+"""The API's request parser: strict JSON only (docs/failure-modes.md B9)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Building blocks for evalhub's API serializers.
 
-The rule (DESIGN.md, "One validation path"): a write serializer only *parses* (JSON types, known
+The rule (docs/DESIGN.md, "One validation path"): a write serializer only *parses* (JSON types, known
 keys) and maps API names to model attributes; the model decides what is valid. It builds the model
 instance, calls ``full_clean()`` and returns the model's own messages under the API's field names.
 No serializer carries a validation rule the model does not have, so the admin, the API and the
@@ -22,8 +22,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from candidates.models import json_number
 from evalhub.api.exceptions import Conflict
+from evalhub.jsnum import json_number
 
 ErrorTree = dict[str, Any]
 
@@ -41,9 +41,7 @@ class RejectUnknownFieldsMixin:
             unknown = [key for key in data if key not in fields]
             if unknown:
                 accepted = ", ".join(name for name, field in fields.items() if not field.read_only)
-                raise serializers.ValidationError(
-                    {str(key): [f"Unknown field. Accepted fields: {accepted}."] for key in unknown}
-                )
+                raise serializers.ValidationError({str(key): [f"Unknown field. Accepted fields: {accepted}."] for key in unknown})
         return super().to_internal_value(data)  # type: ignore[misc]
 
 
@@ -67,7 +65,7 @@ class UsdField(serializers.Field):
     """US dollars as a JSON number (``1.5``, ``2``), read from and written to a ``DecimalField``.
 
     Input must be a finite JSON number: text, booleans, ``NaN`` and infinities are refused
-    (known-failure-modes B9). Range and precision are the model's to check. ``None`` reads as
+    (docs/failure-modes.md B9). Range and precision are the model's to check. ``None`` reads as
     ``null``.
     """
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework import viewsets
+from rest_framework import exceptions, viewsets
+from rest_framework.settings import api_settings
 
 from evalhub.api.parsers import StrictJSONParser
 
 
 class ApiViewMixin:
-    """Strict JSON request bodies (B9) and django-filter query filters.
+    """Strict JSON request bodies (docs/failure-modes.md B9) and django-filter query filters.
 
     There is no client-chosen ordering: each queryset has one fixed order ending in a unique key,
     so page N is always the same rows.
@@ -17,6 +18,27 @@ class ApiViewMixin:
 
     parser_classes = [StrictJSONParser]
     filter_backends = [DjangoFilterBackend]
+
+    def initial(self, request, *args, **kwargs) -> None:
+        """A list or a detail read that does not know a query parameter is a 400 naming it and
+        the accepted ones: ``?lane=live`` silently ignored would return every run as if filtered.
+        Other actions check their own parameters."""
+        super().initial(request, *args, **kwargs)
+        action = getattr(self, "action", None)
+        if action not in ("list", "retrieve"):
+            return
+        accepted = [api_settings.URL_FORMAT_OVERRIDE]
+        if action == "list":
+            filterset_class = getattr(self, "filterset_class", None)
+            accepted += [*(filterset_class.base_filters if filterset_class is not None else ()), "page"]
+            paginator = getattr(self, "paginator", None)
+            for param in ("page_size_query_param", "cursor_query_param"):
+                if getattr(paginator, param, None):
+                    accepted.append(getattr(paginator, param))
+        unknown = [name for name in request.query_params if name not in accepted]
+        if unknown:
+            listed = ", ".join(name for name in accepted if name)
+            raise exceptions.ValidationError({name: [f"Unknown query parameter. Accepted: {listed}."] for name in unknown})
 
 
 class CatalogViewSet(ApiViewMixin, viewsets.ModelViewSet):

@@ -8,6 +8,7 @@ both axes are labelled.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,15 +27,34 @@ def _percent(value: float) -> str:
     return f"{value * 100:.0f}%"
 
 
+def _seconds(milliseconds: float) -> str:
+    """A latency tick in seconds: ``0``, ``15 s``, ``2.5 s`` (ms in, so values stay in ms)."""
+    if milliseconds == 0:
+        return "0"
+    seconds = milliseconds / 1000
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:g} s"
+
+
+def _tick_usd(value: float) -> str:
+    return "$0" if value == 0 else format_usd(value)
+
+
 FORMATS: dict[str, Callable[[Any], str]] = {
     "rate": _percent,
     "score": score3,
     "ms": duration,
+    "seconds": duration,
     "usd": format_usd,
+    "tick-usd": _tick_usd,
+    "tick-seconds": _seconds,
     "number": lambda value: f"{value:g}",
 }
+#: How tick labels are written (tooltips keep the exact value's format).
+TICK_FORMATS = {"usd": "tick-usd", "ms": "tick-seconds", "seconds": "tick-seconds"}
 #: Rates and scores live in [0, 1]; latency and cost scale to their largest value.
 FIXED_MAX = {"rate": 1.0, "score": 1.0}
+#: The axis of a chart with nothing to plot: a minute of latency, a dollar.
+EMPTY_MAX = {"seconds": 60_000.0, "ms": 60_000.0, "usd": 1.0}
 
 
 @dataclass(frozen=True)
@@ -51,11 +71,32 @@ class Tick:
     anchor: str = "middle"  # SVG text-anchor: the first and last x labels stay inside the chart
 
 
+def nice_axis(largest: float) -> tuple[float, list[float]]:
+    """The top of an axis starting at 0 that holds ``largest``, and its tick values: steps of
+    1, 2 or 5 × 10^k, three to five ticks, so no two ticks print the same label."""
+    if largest <= 0:
+        return 1.0, [0.0, 0.5, 1.0]
+    magnitude = 10 ** math.floor(math.log10(largest))
+    for step in (magnitude / 5, magnitude / 2, magnitude, magnitude * 2, magnitude * 5, magnitude * 10):
+        count = math.ceil(largest / step - 1e-9)
+        if count <= 4:
+            break
+    count = max(count, 2)
+    return round(step * count, 12), [round(step * index, 12) for index in range(count + 1)]
+
+
 def line_chart_geometry(labels: Sequence[str], values: Sequence[float | None], *, kind: str) -> dict[str, Any]:
-    """Pixel positions for the chart template: points, line segments (split at gaps) and ticks."""
+    """Pixel positions for the chart template: points, line segments (split at gaps) and ticks.
+
+    ``kind`` says how values read: ``rate`` and ``score`` in [0, 1], ``seconds`` (values in ms,
+    ticks in s), ``usd``, ``number``. None is a gap: nothing was measured there."""
     fmt = FORMATS.get(kind, FORMATS["number"])
+    tick_fmt = FORMATS[TICK_FORMATS.get(kind, kind if kind in FORMATS else "number")]
     present = [value for value in values if value is not None]
-    top = FIXED_MAX.get(kind) or (max(present) * 1.1 if present and max(present) > 0 else 1.0)
+    if kind in FIXED_MAX:
+        top, tick_values = FIXED_MAX[kind], [0.0, 0.5, 1.0]
+    else:
+        top, tick_values = nice_axis(max(present) if present else EMPTY_MAX.get(kind, 0.0))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     count = len(values)
 
@@ -77,7 +118,7 @@ def line_chart_geometry(labels: Sequence[str], values: Sequence[float | None], *
         current.append(point)
     if current:
         segments.append(current)
-    y_ticks = [Tick(y_of(top * share), fmt(top * share)) for share in (0, 0.5, 1)]
+    y_ticks = [Tick(y_of(value), tick_fmt(value)) for value in tick_values]
     picks = sorted({0, count // 2, count - 1}) if count else []
     x_ticks = [
         Tick(x_of(index), labels[index], "middle" if count == 1 else "start" if index == 0 else "end" if index == count - 1 else "middle")
@@ -101,7 +142,9 @@ def line_chart_geometry(labels: Sequence[str], values: Sequence[float | None], *
 
 
 @register.inclusion_tag("charts/line.html")
-def line_chart(points: Sequence[Any], attribute: str, *, title: str, y_label: str, kind: str = "number", chart_id: str = "chart") -> dict[str, Any]:
+def line_chart(
+    points: Sequence[Any], attribute: str, *, title: str, y_label: str, kind: str = "number", chart_id: str = "chart"
+) -> dict[str, Any]:
     labels = [str(point.label) for point in points]
     values = [getattr(point, attribute) for point in points]
     return {
@@ -111,4 +154,82 @@ def line_chart(points: Sequence[Any], attribute: str, *, title: str, y_label: st
         "chart_id": chart_id,
         "x_label": "runs, oldest to newest",
         "description": f"{title} for {len(points)} run{'s' if len(points) != 1 else ''}, oldest first.",
+    }
+
+
+SCATTER_WIDTH, SCATTER_HEIGHT = 640, 320
+SCATTER_LEFT, SCATTER_RIGHT, SCATTER_TOP, SCATTER_BOTTOM = 64, 24, 16, 48
+
+
+@dataclass(frozen=True)
+class ScatterPoint:
+    x: float
+    y: float
+    label: str
+    text: str  # the tooltip
+    best: bool
+    label_x: float
+    anchor: str
+
+
+def scatter_geometry(points: Sequence[tuple[str, float, float, bool]]) -> dict[str, Any]:
+    """Pass rate (y, in [0, 1]) against cost per passed execution (x, USD from 0): pixel positions
+    of ``(label, cost, rate, best)`` points, ticks, and each label placed beside its point."""
+    top_x, x_values = nice_axis(max((cost for _label, cost, _rate, _best in points), default=0.0))
+    plot_w = SCATTER_WIDTH - SCATTER_LEFT - SCATTER_RIGHT
+    plot_h = SCATTER_HEIGHT - SCATTER_TOP - SCATTER_BOTTOM
+
+    def x_of(value: float) -> float:
+        return round(SCATTER_LEFT + value / top_x * plot_w, 1)
+
+    def y_of(value: float) -> float:
+        return round(SCATTER_TOP + plot_h - value * plot_h, 1)
+
+    placed = []
+    for label, cost, rate, best in points:
+        x, y = x_of(cost), y_of(rate)
+        right_side = x < SCATTER_LEFT + plot_w * 0.6
+        placed.append(
+            ScatterPoint(
+                x,
+                y,
+                label,
+                f"{label}: {_percent(rate)} pass rate, {format_usd(cost)} per pass",
+                best,
+                x + 8 if right_side else x - 8,
+                "start" if right_side else "end",
+            )
+        )
+    return {
+        "width": SCATTER_WIDTH,
+        "height": SCATTER_HEIGHT,
+        "left": SCATTER_LEFT,
+        "right": SCATTER_WIDTH - SCATTER_RIGHT,
+        "top": SCATTER_TOP,
+        "bottom": SCATTER_HEIGHT - SCATTER_BOTTOM,
+        "points": placed,
+        "y_ticks": [Tick(y_of(value), _percent(value)) for value in (0.0, 0.25, 0.5, 0.75, 1.0)],
+        "x_ticks": [Tick(x_of(value), _tick_usd(value)) for value in x_values],
+        "empty": not placed,
+        "middle_x": round(SCATTER_LEFT + plot_w / 2, 1),
+        "middle_y": round(SCATTER_TOP + plot_h / 2, 1),
+    }
+
+
+@register.inclusion_tag("charts/scatter.html")
+def value_chart(rows: Sequence[Any], *, chart_id: str = "chart-value") -> dict[str, Any]:
+    """``{% value_chart leaderboard.rows %}``: each row with a known ``cost_per_pass`` and a
+    ``pass_rate`` plotted as pass rate against cost per pass; the ``best_value`` row stands out."""
+    plotted = [
+        (row.candidate_key, float(row.cost_per_pass), row.pass_rate, row.best_value)
+        for row in rows
+        if row.cost_per_pass is not None and row.pass_rate is not None
+    ]
+    left_out = [row.candidate_key for row in rows if row.cost_per_pass is None or row.pass_rate is None]
+    return {
+        **scatter_geometry(plotted),
+        "chart_id": chart_id,
+        "title": "Pass rate against cost per passed execution",
+        "description": f"{len(plotted)} candidates; up and to the left is better value.",
+        "left_out": left_out,
     }

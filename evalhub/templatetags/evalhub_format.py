@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django import template
+from django.conf import settings
+from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
@@ -16,7 +19,7 @@ def format_usd(value: Any, known: Any = True) -> str:
     """``$1.50``; ``$0.0123`` below a dollar when cents are not exact; ``unknown`` when ``known`` is false; ``—`` for no value.
 
     An execution whose price is unknown (``cost_known`` false) stores its budget reservation in
-    ``cost_usd``; showing that, or $0.00, would misstate what it cost (known-failure-modes B5).
+    ``cost_usd``; showing that, or $0.00, would misstate what it cost (docs/failure-modes.md B5).
     """
     if known is False:
         return "unknown"
@@ -101,8 +104,9 @@ def percent(value: Any, places: int = 0) -> str:
 
 @register.filter
 def gate(value: Any) -> str:
-    """A scorecard's gate: ``true``, ``false`` or ``—`` (unscored), as the reference prints booleans."""
-    return "true" if value is True else "false" if value is False else "—"
+    """A scorecard's gate for people: ``passed``, ``failed`` or ``—`` (unscored). The exports keep
+    the reference's ``true``/``false``; pages say what it means."""
+    return "passed" if value is True else "failed" if value is False else "—"
 
 
 @register.filter
@@ -112,8 +116,47 @@ def verdict(value: Any) -> str:
 
 
 @register.filter
-def scorecard(execution: Any) -> Any:
-    """The execution's scorecard or None (no query once ``select_related("scorecard")``)."""
-    from runs.queries import scorecard_of
+def index(sequence: Any, position: Any) -> Any:
+    """``{{ entries|index:3 }}``: the item at ``position``, or None when there is none."""
+    try:
+        return sequence[int(position)]
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
 
-    return scorecard_of(execution)
+
+@register.filter
+def points(value: Any) -> str:
+    """A difference of two rates in percentage points with its sign: ``−50 pts``, ``+12 pts``,
+    ``±0 pts``; ``—`` for none."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    whole = (amount * 100).quantize(Decimal(1), rounding=ROUND_HALF_UP)
+    if whole == 0:
+        return "±0 pts"
+    return f"+{whole} pts" if whole > 0 else f"\u2212{abs(whole)} pts"
+
+
+@register.filter
+def pvalue(value: Any) -> str:
+    """A p-value for people: ``p = 0.012``, ``p < 0.001``; ``—`` for none."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    if amount < Decimal("0.001"):
+        return "p < 0.001"
+    return f"p = {amount.quantize(Decimal('0.001'), rounding=ROUND_HALF_UP)}"
+
+
+@register.simple_tag
+def page_url(name: str) -> str:
+    """``{% page_url "pages:runs" %}``: ``{% url %}`` of a URL name without arguments, reversed once
+    per URL configuration and script prefix (the site header links nine pages on every page, and
+    each ``reverse`` walks the resolver)."""
+    return _reversed(name, get_urlconf() or settings.ROOT_URLCONF, get_script_prefix())
+
+
+@functools.lru_cache(maxsize=256)
+def _reversed(name: str, urlconf: str, prefix: str) -> str:
+    # ``prefix`` is part of the key only: reverse() reads the current script prefix itself.
+    return reverse(name, urlconf=urlconf)

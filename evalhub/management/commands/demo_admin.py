@@ -6,7 +6,8 @@ import secrets
 import string
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+
+from evalhub.commands import DatabaseCommand
 
 PASSWORD_ALPHABET = string.ascii_letters + string.digits
 
@@ -16,7 +17,7 @@ def new_password(length: int = 16) -> str:
     return "".join(secrets.choice(PASSWORD_ALPHABET) for _ in range(length))
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Create the local 'admin' account used by `make demo` and print its password. An existing account "
         "keeps its password (so re-running the demo does not sign you out) unless --reset is given."
@@ -28,9 +29,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         user_model = get_user_model()
-        user, created = user_model.objects.get_or_create(
-            username=options["username"], defaults={"is_staff": True, "is_superuser": True}
-        )
+        user, created = user_model.objects.get_or_create(username=options["username"], defaults={"is_staff": True, "is_superuser": True})
         fields = []
         if not (user.is_staff and user.is_superuser):
             user.is_staff = user.is_superuser = True

@@ -1,0 +1,67 @@
+"""The base of evalhub's management commands that read or write the database.
+
+Django's own ``requires_migrations_checks`` only prints a notice and lets the command go on to
+fail with a traceback (``no such table: candidates_slot``) on a database that was never
+migrated. :class:`DatabaseCommand` refuses to start instead, with the command to run.
+"""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
+from django.db.migrations.executor import MigrationExecutor
+
+from evalhub.secrets import redact
+
+
+def unapplied_migrations(alias: str = DEFAULT_DB_ALIAS) -> list[str]:
+    """``["app.0001_initial", ...]``: the migrations the database ``alias`` still lacks.
+
+    Raises :class:`CommandError` when the database cannot be reached at all (the message names
+    the database and the cause, never a password: Django's error text holds none)."""
+    connection = connections[alias]
+    try:
+        executor = MigrationExecutor(connection)
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError as exc:
+        raise CommandError(f"cannot read the database ({connection.vendor} {connection.settings_dict.get('NAME')}): {exc}") from None
+    return [f"{migration.app_label}.{migration.name}" for migration, backwards in plan if not backwards]
+
+
+class DatabaseCommand(BaseCommand):
+    """A command that needs a migrated database: it stops with a clear error, before doing
+    anything, when migrations are missing; interrupted (Ctrl-C, or SIGTERM where the command
+    maps it to an interrupt), it exits with status 130 and one line instead of a traceback; a
+    database another process holds locked past SQLite's wait (or that stops answering) is one
+    line saying so, after the retries the bookkeeping makes."""
+
+    requires_migrations_checks = True
+
+    def execute(self, *args, **options):
+        try:
+            return super().execute(*args, **options)
+        except KeyboardInterrupt as exc:
+            cause = redact(str(exc)) or "Ctrl-C"
+            raise CommandError(
+                f"interrupted ({cause}): the runtimes it started were stopped, and a run in progress is recorded as failed "
+                "with the reason on its page",
+                returncode=130,
+            ) from None
+        except OperationalError as exc:
+            alias = options.get("database") or DEFAULT_DB_ALIAS
+            settings_dict = connections[alias].settings_dict
+            raise CommandError(
+                redact(
+                    f"the database ({connections[alias].vendor} {settings_dict.get('NAME')}) did not answer: {exc}. "
+                    "If another process holds it (a long write, a hung worker), let it finish or stop it, then run this again"
+                )
+            ) from None
+
+    def check_migrations(self) -> None:
+        missing = unapplied_migrations()
+        if missing:
+            apps = sorted({name.split(".", 1)[0] for name in missing})
+            raise CommandError(
+                f"the database is not migrated ({len(missing)} migration(s) of {', '.join(apps)} not applied): "
+                "run `python manage.py migrate` first (`make demo` does it)"
+            )

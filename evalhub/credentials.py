@@ -1,0 +1,66 @@
+"""Which values of the process environment are credentials, so that they are scrubbed everywhere.
+
+evalhub stores variable *names*; the values of the variables in use must never reach a row, a
+log, stderr, a page or a task row. A runtime only ever sees an allow-list of host variables plus
+its candidate's own (``runs.executors.live.session.runtime_environment``); everything a run
+*writes* is redacted with :func:`credential_values` of the process on top of the secret shapes
+(``evalhub.secrets``), because a provider echoes a key in an error and an executor may dump its
+whole environment.
+
+A variable counts as a credential when its name says so — an ``_``-delimited segment such as
+``API_KEY``, ``TOKEN``, ``SECRET``, ``AUTH``; a name ending in ``_KEY``; ``PASSWORD``, ``PASSWD`` or
+``PASSPHRASE`` anywhere (``PGPASSWORD``, ``SSH_KEY_PASSPHRASE``) — and, for every variable, the
+password inside a URL value (``DATABASE_URL=postgres://user:pw@host/db``, ``REDIS_URL``).
+
+Pure functions over a mapping: no Django, no ``os.environ`` unless passed in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from urllib.parse import unquote, urlsplit
+
+#: Names whose values are credentials (compared upper-cased).
+CREDENTIAL_NAME = re.compile(
+    r"(?:^|_)(?:API_?KEY|ACCESS_KEY|PRIVATE_KEY|AUTH|AUTHORIZATION|COOKIE|SECRET|SESSION|TOKEN|CREDENTIALS?)(?:_|$)"
+    r"|_KEY$|^KEY$|PASSWORD|PASSWD|PASSPHRASE"
+)
+#: A URL carrying user information: ``scheme://user:password@host``.
+_URL_WITH_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]*:[^/@\s]*@")
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether the variable ``name`` holds a credential by its name (see the module docstring)."""
+    return bool(CREDENTIAL_NAME.search(str(name).upper()))
+
+
+def url_password(value: str) -> str | None:
+    """The password inside a URL value (``postgres://u:pw@h/db`` → ``pw``, percent-decoded as the
+    client reads it), or None when the value is not a URL with one."""
+    text = str(value).strip()
+    if not _URL_WITH_PASSWORD.match(text):
+        return None
+    try:
+        password = urlsplit(text).password
+    except ValueError:
+        return None
+    return password or None
+
+
+def credential_values(environ: Mapping[str, str], *, names: Iterable[str] = ()) -> list[str]:
+    """The values to redact for ``environ``: every credential-named variable's value, the
+    variables listed in ``names`` (a candidate's required variables), and the password of every
+    URL value (raw and percent-decoded). Sorted, without duplicates or empty strings."""
+    values: set[str] = set()
+    wanted = set(names)
+    for name, value in environ.items():
+        if not isinstance(value, str) or not value:
+            continue
+        if name in wanted or is_credential_name(name):
+            values.add(value)
+        password = url_password(value)
+        if password:
+            values.add(password)
+            values.add(unquote(password))
+    return sorted(values)

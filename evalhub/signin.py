@@ -1,0 +1,21 @@
+"""Sign-in hooks for django-axes, which records every failed sign-in attempt with its user name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.http import HttpRequest
+
+from evalhub.secrets import redact
+
+
+def attempted_username(request: HttpRequest, credentials: Mapping[str, Any] | None = None) -> str | None:
+    """The user name of a sign-in attempt as django-axes stores and shows it, with anything
+    secret-shaped redacted (a key pasted into the wrong field is not kept). ``None`` when none
+    was given, as axes' own lookup returns."""
+    if credentials:
+        name = credentials.get("username")
+    else:
+        name = getattr(request, "data", request.POST).get("username")
+    return redact(name) if isinstance(name, str) else name

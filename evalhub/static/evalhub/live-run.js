@@ -1,0 +1,61 @@
+// The run page of a pending or running run polls its progress (runs/views.py run_progress_view)
+// and swaps in the rows that changed, the counts and the progress bar: no page reload. When the
+// run finishes it stops and offers the report (rendered with the finished page).
+(function () {
+  "use strict";
+  const box = document.querySelector(".live-progress");
+  if (!box) return;
+  const url = box.dataset.url;
+  const bar = box.querySelector(".progress-bar");
+  const POLL_MS = 2000;
+  let rows = {};
+
+  function apply(data) {
+    const percent = data.total ? Math.round((100 * data.settled) / data.total) : 100;
+    bar.querySelector("span").style.width = percent + "%";
+    bar.setAttribute("aria-valuenow", String(data.settled));
+    box.querySelector(".settled").textContent = String(data.settled);
+    box.querySelector(".total").textContent = String(data.total);
+    for (const [classification, count] of Object.entries(data.counts)) {
+      const cell = document.querySelector('[data-count="' + classification + '"]');
+      if (cell) cell.textContent = String(count);
+    }
+    for (const [pk, html] of Object.entries(data.rows)) {
+      if (rows[pk] === html) continue;
+      const row = document.getElementById("execution-" + pk);
+      if (row) row.outerHTML = html;
+      rows[pk] = html;
+    }
+    const status = document.querySelector(".run-status");
+    if (status) {
+      status.textContent = data.statusLabel;
+      status.className = "status status-" + data.status + " run-status";
+    }
+    const state = box.querySelector(".state");
+    if (data.finished) {
+      state.textContent = "the run is " + data.statusLabel + ": ";
+      const link = document.createElement("a");
+      link.href = window.location.pathname;
+      link.textContent = "show its report";
+      state.appendChild(link);
+      box.classList.add("done");
+    }
+    return data.finished;
+  }
+
+  function poll() {
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then((response) => {
+        if (!response.ok) throw new Error("progress answered " + response.status);
+        return response.json();
+      })
+      .then((data) => {
+        if (!apply(data)) window.setTimeout(poll, POLL_MS);
+      })
+      .catch(() => {
+        box.querySelector(".state").textContent = "updates paused (the server did not answer); retrying";
+        window.setTimeout(poll, POLL_MS * 3);
+      });
+  }
+  window.setTimeout(poll, POLL_MS);
+})();
