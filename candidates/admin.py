@@ -10,20 +10,27 @@ from __future__ import annotations
 from typing import Any
 
 from adminsortable2.admin import SortableStackedInline
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, F, QuerySet
 from django.http import HttpRequest
+from import_export import resources
+from import_export.admin import ImportExportModelAdmin
+from import_export.formats.base_formats import CSV
 
 from candidates.models import Budget, Candidate, ModelPrice, Slot
-from candidates.services import REORDER_OFFSET
+from candidates.prices import quoted_price
 from evalhub.admin_forms import (
+    EnvironmentNamesField,
     EvalhubAdminMixin,
     OffsetSortableAdminMixin,
     SecretSafeModelForm,
     renumber_positions,
 )
+from evalhub.secrets import redact
+from evalhub.validation import REORDER_OFFSET
 
 
 @admin.register(Budget)
@@ -37,6 +44,50 @@ class BudgetAdmin(EvalhubAdminMixin, admin.ModelAdmin):
     @admin.display(description="candidates", ordering="candidate_count")
     def candidate_count(self, budget: Budget) -> int:
         return budget.candidate_count
+
+
+ENVIRONMENT_HELP = (
+    "Names of the environment variables this candidate needs, e.g. OPENAI_API_KEY (several: separated by commas). Never values."
+)
+#: What a saved schedule snapshots of a candidate: editing one of these does not reach it.
+SNAPSHOT_FIELDS = ("adapter", "provider", "model", "tier", "reasoning_effort", "required_environment", "profile", "budget")
+
+
+class CandidateFieldsMixin:
+    """The required environment typed as plain names, and a warning that a saved schedule keeps
+    the candidate as it was (shared by the candidate admin and the inline under its slot)."""
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "required_environment":
+            kwargs.update(
+                form_class=EnvironmentNamesField,
+                widget=forms.TextInput(attrs={"class": "vTextField", "placeholder": "OPENAI_API_KEY"}),
+                help_text=ENVIRONMENT_HELP,
+            )
+        if db_field.name == "model" and request is not None and "changelist" in (getattr(request.resolver_match, "url_name", "") or ""):
+            kwargs.setdefault("widget", forms.TextInput(attrs={"size": 30}))
+        return super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+
+
+def snapshot_values(candidates: QuerySet[Candidate]) -> dict[int, dict[str, Any]]:
+    """What a schedule snapshots of each candidate, by pk, as stored now (one query)."""
+    columns = [name if name != "budget" else "budget_id" for name in SNAPSHOT_FIELDS]
+    return {row.pop("pk"): row for row in candidates.values("pk", *columns)}
+
+
+def warn_saved_schedules_keep_the_old_candidate(request: HttpRequest, candidate: Candidate, before: dict[str, Any] | None) -> None:
+    """Tell the editor that schedules already saved (tonight's, maybe) still run the candidate as
+    it was, naming what changed (``before``: :func:`snapshot_values` of it before the save)."""
+    if before is None:
+        return
+    after = snapshot_values(Candidate.objects.filter(pk=candidate.pk)).get(candidate.pk, {})
+    fields = [name.replace("_id", "").replace("_", " ") for name, value in before.items() if after.get(name) != value]
+    if fields:
+        messages.warning(
+            request,
+            f"{candidate.key}: the {', '.join(fields)} change applies from the next schedule built. A schedule already "
+            "saved (tonight's, if the nightly has run or saved it) keeps the candidate as it was; the Tonight page lists such differences.",
+        )
 
 
 class CandidateInlineForm(SecretSafeModelForm):
@@ -53,7 +104,7 @@ class CandidateInlineForm(SecretSafeModelForm):
         return position
 
 
-class CandidateInline(EvalhubAdminMixin, SortableStackedInline):
+class CandidateInline(CandidateFieldsMixin, EvalhubAdminMixin, SortableStackedInline):
     model = Candidate
     form = CandidateInlineForm
     ordering = ("position", "id")  # the sortable inline drags this field (the model orders by slot first)
@@ -97,15 +148,21 @@ class SlotAdmin(EvalhubAdminMixin, OffsetSortableAdminMixin, admin.ModelAdmin):
         slot = form.instance
         # Unique (slot, position) is checked row by row: move the slot's candidates out of the
         # way, save the submitted rows, then renumber 0..n-1 in the submitted order.
+        before = snapshot_values(Candidate.objects.filter(slot=slot))
         with transaction.atomic():
             Candidate.objects.filter(slot=slot, position__lt=REORDER_OFFSET).update(position=F("position") + REORDER_OFFSET)
             formset.save()
             renumber_positions(Candidate.objects.filter(slot=slot))
+        for candidate_form in formset.forms:
+            if candidate_form.instance.pk in before:
+                warn_saved_schedules_keep_the_old_candidate(request, candidate_form.instance, before[candidate_form.instance.pk])
 
 
 @admin.register(Candidate)
-class CandidateAdmin(EvalhubAdminMixin, admin.ModelAdmin):
-    list_display = ("key", "slot", "position", "adapter", "provider", "model", "tier", "budget", "environment_names")
+class CandidateAdmin(CandidateFieldsMixin, EvalhubAdminMixin, admin.ModelAdmin):
+    # Fits a 1366 px window beside the filters: the adapter and provider are filters (and the
+    # slot's name says its runtime), the position is the order on the slot's page.
+    list_display = ("key", "slot", "model", "tier", "budget", "environment_names")
     list_editable = ("model", "tier")
     list_filter = ("slot", "adapter", "provider", "tier", "budget")
     list_select_related = ("slot", "budget")
@@ -115,8 +172,22 @@ class CandidateAdmin(EvalhubAdminMixin, admin.ModelAdmin):
         (None, {"fields": ("key", "slot", "position")}),
         ("Runtime", {"fields": ("adapter", "provider", "model", "tier", "reasoning_effort")}),
         ("Qualification", {"fields": ("required_environment", "profile")}),
-        ("Budget", {"fields": ("budget",)}),
+        ("Budget", {"fields": ("budget", "price")}),
     )
+    readonly_fields = ("price",)
+
+    @admin.display(description="price")
+    def price(self, candidate: Candidate) -> str:
+        """What the model costs and where the figure comes from (the price table, or genai-prices)."""
+        quoted = quoted_price(candidate.model) if candidate.pk else None
+        if quoted is None:
+            return "unknown: no price table row and none shipped by genai-prices (its cost is counted at the budget's maximum)"
+        return quoted.line()
+
+    def save_model(self, request: HttpRequest, obj: Candidate, form: Any, change: bool) -> None:
+        before = snapshot_values(Candidate.objects.filter(pk=obj.pk)).get(obj.pk) if change else None
+        super().save_model(request, obj, form, change)
+        warn_saved_schedules_keep_the_old_candidate(request, obj, before)
 
     @admin.display(description="required environment")
     def environment_names(self, candidate: Candidate) -> str:
@@ -124,11 +195,57 @@ class CandidateAdmin(EvalhubAdminMixin, admin.ModelAdmin):
         return ", ".join(map(str, names)) if isinstance(names, list) and names else "—"
 
 
-@admin.register(ModelPrice)
-class ModelPriceAdmin(EvalhubAdminMixin, admin.ModelAdmin):
-    """The price table the live harness computes costs from (USD per million tokens). A model
-    without a row has an unknown cost, shown as unknown — never $0."""
+class ModelPriceResource(resources.ModelResource):
+    """The price table as CSV (import and export in the admin): one row per model, matched on the
+    model name ignoring case and blanks, so a re-import updates rows instead of duplicating
+    them. Each imported row is validated like a form save (``full_clean``): a negative or absurd
+    price, a blank model or a secret-shaped note is an error on its row and nothing is written."""
 
+    class Meta:
+        model = ModelPrice
+        fields = ("model", "input_usd", "cached_input_usd", "output_usd", "reasoning_usd", "note")
+        export_order = ("model", "input_usd", "cached_input_usd", "output_usd", "reasoning_usd", "note")
+        import_id_fields = ("model",)
+        clean_model_instances = True
+        skip_unchanged = True
+        report_skipped = True
+        use_transactions = True
+
+    def get_instance(self, instance_loader: Any, row: dict[str, Any]) -> ModelPrice | None:
+        name = str(row.get("model") or "").strip()
+        return ModelPrice.objects.filter(model__iexact=name).first() if name else None
+
+    def before_import_row(self, row: Any, **kwargs: Any) -> None:
+        if row.get("model") is not None:
+            row["model"] = str(row["model"]).strip()
+
+    def export_field(self, field: Any, instance: Any, **kwargs: Any) -> Any:
+        """A cell of the export; a text redacted (a row written around validation may hold a secret)."""
+        value = super().export_field(field, instance, **kwargs)
+        return redact(value) if isinstance(value, str) else value
+
+    def import_data(self, *args: Any, **kwargs: Any) -> Any:
+        """Import, then redact what the admin's preview would echo back: a refused row's values
+        and every row's diff (a secret-shaped note is refused, and never shown either)."""
+        result = super().import_data(*args, **kwargs)
+        for invalid in result.invalid_rows:
+            invalid.values = tuple(value if value is None else redact(str(value)) for value in invalid.values)
+        for row in result.rows:
+            if row.diff:
+                row.diff = [value if value is None else redact(str(value)) for value in row.diff]
+        return result
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(EvalhubAdminMixin, ImportExportModelAdmin):
+    """The price table the live harness computes costs from (USD per million tokens), with CSV
+    import and export. A model without a row is priced from the data genai-prices ships (the
+    candidate's page in the admin shows which); one neither knows has an unknown cost, shown as
+    unknown — never $0."""
+
+    resource_classes = [ModelPriceResource]
+    # CSV only: a JSON or YAML upload of any shape reaches the library's parser unchecked (a 500).
+    formats = [CSV]
     list_display = ("model", "input_usd", "cached_input_usd", "output_usd", "reasoning_usd", "note", "updated_at")
     search_fields = ("model", "note")
     fields = ("model", "input_usd", "cached_input_usd", "output_usd", "reasoning_usd", "note")

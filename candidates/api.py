@@ -55,7 +55,7 @@ class BudgetDocumentSerializer(serializers.Serializer):
     }
 )
 class EnvironmentNamesField(serializers.JSONField):
-    """Any JSON here; the model decides (a list of unique ``^[A-Z_][A-Z0-9_]*$`` names, B8)."""
+    """Any JSON here; the model decides (a list of unique ``^[A-Z_][A-Z0-9_]*$`` names, docs/failure-modes.md B8)."""
 
 
 class QualificationSerializer(RejectUnknownFieldsMixin, serializers.Serializer):

@@ -13,20 +13,12 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
-
 from django.db.models.functions import Lower
 
-from evalhub.validation import MAX_INTEGER, SecretFreeModel, env_name_errors, key_validator, position_validators
+from evalhub.jsnum import json_number
+from evalhub.validation import MAX_INTEGER, SecretFreeModel, env_name_errors, key_validator, position_validators, validate_identity_text
 
 CANDIDATE_SCHEMA = "paperclip.runner.live-eval-candidate.v1"
-
-
-def json_number(value: Decimal) -> int | float:
-    """A Decimal as the JSON number the reference prints: ``Decimal("2.00")`` → 2, ``"1.50"`` → 1.5."""
-    normalized = value.normalize()
-    if normalized == normalized.to_integral_value():
-        return int(normalized)
-    return float(normalized)
 
 
 class Adapter(models.TextChoices):
@@ -112,16 +104,12 @@ class Slot(SecretFreeModel):
     """A seat in the nightly line-up; ordered by ``position``. Holds one or more candidates."""
 
     key = models.CharField("id", max_length=100, validators=[key_validator], help_text="For example codex-strong.")
-    position = models.PositiveIntegerField(
-        default=0, help_text="Slot order decides the schedule.", validators=position_validators
-    )
+    position = models.PositiveIntegerField(default=0, help_text="Slot order decides the schedule.", validators=position_validators)
 
     class Meta:
         ordering = ["position", "id"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["key"], name="slot_key_unique", violation_error_message="A slot with this id already exists."
-            ),
+            models.UniqueConstraint(fields=["key"], name="slot_key_unique", violation_error_message="A slot with this id already exists."),
             models.UniqueConstraint(
                 fields=["position"],
                 name="slot_position_unique",
@@ -141,25 +129,25 @@ class Candidate(SecretFreeModel):
     and never stored.
     """
 
-    key = models.CharField(
-        "id", max_length=100, validators=[key_validator], help_text="Unique across all slots, e.g. codex-luna."
-    )
+    key = models.CharField("id", max_length=100, validators=[key_validator], help_text="Unique across all slots, e.g. codex-luna.")
     slot = models.ForeignKey(Slot, on_delete=models.CASCADE, related_name="candidates")
     position = models.PositiveIntegerField(
         default=0, help_text="Order inside the slot: week d plays candidate d mod n.", validators=position_validators
     )
     adapter = models.CharField(max_length=32, choices=Adapter.choices)
     provider = models.CharField(max_length=32, choices=Provider.choices)
-    model = models.CharField(max_length=200, help_text="The provider's model name, e.g. gpt-5.6-luna.")
+    model = models.CharField(max_length=200, validators=[validate_identity_text], help_text="The provider's model name, e.g. gpt-5.6-luna.")
     tier = models.CharField(max_length=16, choices=Tier.choices)
-    reasoning_effort = models.CharField(max_length=32, blank=True, help_text="Optional, e.g. medium.")
+    reasoning_effort = models.CharField(max_length=32, blank=True, validators=[validate_identity_text], help_text="Optional, e.g. medium.")
     required_environment = models.JSONField(
         "required environment",
         default=list,
         blank=True,
         help_text='Names of the environment variables this candidate needs, e.g. ["OPENAI_API_KEY"]. Never values.',
     )
-    profile = models.CharField(max_length=64, blank=True, help_text="Optional qualification profile, e.g. openrouter.")
+    profile = models.CharField(
+        max_length=64, blank=True, validators=[validate_identity_text], help_text="Optional qualification profile, e.g. openrouter."
+    )
     budget = models.ForeignKey(Budget, on_delete=models.PROTECT, related_name="candidates")
 
     class Meta:
@@ -271,7 +259,7 @@ def _price_field(label: str, help_text: str) -> models.DecimalField:
 
 class ModelPrice(SecretFreeModel):
     """What a model costs, in US dollars per million tokens, for the live harness's cost figures
-    (``runs.harness.pricing``).
+    (``runs.executors.live.pricing``).
 
     ``model`` is the provider's model name exactly as candidates name it (``gpt-5.6-luna``,
     ``openrouter/z-ai/glm-4.6``), unique ignoring case. ``input_usd`` prices uncached input
@@ -280,7 +268,9 @@ class ModelPrice(SecretFreeModel):
     provider bills reasoning as output. A model without a row has an *unknown* cost (never $0).
     """
 
-    model = models.CharField(max_length=200, help_text="The provider's model name, as candidates use it.")
+    model = models.CharField(
+        max_length=200, validators=[validate_identity_text], help_text="The provider's model name, as candidates use it."
+    )
     input_usd = _price_field("input", "Uncached input tokens.")
     cached_input_usd = _price_field("cached input", "Input tokens served from the provider's prompt cache.")
     output_usd = _price_field("output", "Output tokens, reasoning excluded.")

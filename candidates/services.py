@@ -1,6 +1,6 @@
 """Writes to the candidate catalog: manifest import/export and the reference data.
 
-Every write goes through ``full_clean()`` (DESIGN.md principle 2). An import is all or nothing: a
+Every write goes through ``full_clean()`` (docs/DESIGN.md principle 2). An import is all or nothing: a
 document that fails validation changes nothing and every problem names its slot, candidate and
 field.
 """
@@ -17,20 +17,17 @@ from django.db import transaction
 from django.db.models import CheckConstraint, F, Prefetch
 
 from candidates.models import CANDIDATE_SCHEMA, Budget, Candidate, Slot
-from candidates.secrets import redact, secret_kinds
-from evalhub.validation import MAX_POSITION
+from evalhub.secrets import redact, secret_kinds
+from evalhub.validation import REORDER_OFFSET
 
 MANIFEST_SCHEMA = "paperclip.runner.live-eval-candidate-slots.v1"
 MANIFEST_NOTE = (
-    "The five candidate slots of the reference system, in order; slot order and candidate order inside a slot "
-    "matter to the schedule."
+    "The five candidate slots of the reference system, in order; slot order and candidate order inside a slot matter to the schedule."
 )
 SLOT_KEYS = {"id", "candidates"}
 CANDIDATE_KEYS = {"schema", "id", "slotId", "adapter", "provider", "model", "tier", "reasoningEffort", "qualification", "budget"}
 QUALIFICATION_KEYS = {"requiredEnvironment", "profile"}
 BUDGET_KEYS = ("maxLatencyMs", "maxAttempts", "maxCostUsd", "maxTotalTokens")
-#: Reorders use positions above this offset for a moment, so unique (slot, position) never clashes.
-REORDER_OFFSET = MAX_POSITION + 1
 #: The largest whole-number budget limit every supported database stores (a 32-bit signed integer).
 MAX_BUDGET_INTEGER = 2_147_483_647
 #: Check constraints a manifest reader fixes in one field: constraint name → field.
@@ -58,7 +55,7 @@ class ManifestError(ValueError):
     """An import that failed validation; ``problems`` lists every problem, one sentence each.
 
     Problems quote ids and unknown keys from the document, so each one is redacted: a secret
-    pasted as a slot id or as a key is named as a secret, never echoed (known-failure-modes B12).
+    pasted as a slot id or as a key is named as a secret, never echoed (docs/failure-modes.md B12).
     """
 
     def __init__(self, problems: list[str]) -> None:
@@ -83,12 +80,29 @@ def catalog_queryset():
     )
 
 
+def catalog_lineup() -> tuple[list[dict[str, Any]], list[str]]:
+    """``(slots, unscheduled slot ids)`` from one load of the catalog (two queries).
+
+    ``slots`` is the catalog as the schedule core reads it, ``[{"id", "candidates": [candidate
+    documents]}]``, without the slots that have no candidate yet: the core refuses a slot without
+    candidates, and a slot saved in the admin before its candidates must not stop every nightly,
+    preview and coverage call. Those slots' ids come second, in line-up order, for the pages to
+    show as not scheduled.
+    """
+    slots: list[dict[str, Any]] = []
+    unscheduled: list[str] = []
+    for slot in catalog_queryset():
+        candidates = [candidate.to_document() for candidate in slot.candidates.all()]
+        if candidates:
+            slots.append({"id": slot.key, "candidates": candidates})
+        else:
+            unscheduled.append(slot.key)
+    return slots, unscheduled
+
+
 def catalog_slots() -> list[dict[str, Any]]:
-    """The catalog as the schedule core reads it: ``[{"id", "candidates": [candidate documents]}]``."""
-    return [
-        {"id": slot.key, "candidates": [candidate.to_document() for candidate in slot.candidates.all()]}
-        for slot in catalog_queryset()
-    ]
+    """The scheduled slots of :func:`catalog_lineup` (every slot with at least one candidate)."""
+    return catalog_lineup()[0]
 
 
 def export_manifest() -> dict[str, Any]:
@@ -139,9 +153,11 @@ def _budget_values(document: Any, where: str, problems: list[str]) -> tuple[int,
 
 def _budget_for(values: tuple[int, int, Decimal, int], created: dict[tuple, Budget]) -> Budget:
     latency, attempts, cost, tokens = values
-    budget = Budget.objects.filter(
-        max_latency_ms=latency, max_attempts=attempts, max_cost_usd=cost, max_total_tokens=tokens
-    ).order_by("id").first()
+    budget = (
+        Budget.objects.filter(max_latency_ms=latency, max_attempts=attempts, max_cost_usd=cost, max_total_tokens=tokens)
+        .order_by("id")
+        .first()
+    )
     if budget is None and values in created:
         budget = created[values]
     if budget is None:

@@ -23,7 +23,6 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 
 from candidates.models import Candidate
-from candidates.secrets import redact, validate_no_secrets
 from evalhub.admin_forms import (
     EvalhubAdminMixin,
     OffsetSortableAdminMixin,
@@ -32,10 +31,13 @@ from evalhub.admin_forms import (
     SecretSafeModelForm,
 )
 from evalhub.conf import evalhub_setting
-from schedules.building import ROTATION_DAYS, ScheduleError
+from evalhub.secrets import redact
+from evalhub.templatetags.evalhub_format import format_usd
+from evalhub.validation import validate_no_secrets
+from schedules.building import ROTATION_DAYS, ScheduleError, ceiling_projection
 from schedules.coverage import COVERAGE_DESCRIPTIONS, COVERAGE_INVARIANTS, slot_load
 from schedules.models import VERSIONED_FIELDS, ChaosScenario, Schedule, ScheduleEntry, WorkflowCase
-from schedules.services import Selection, catalog_coverage, preview_schedule
+from schedules.services import Selection, campaign_ceiling, catalog_coverage, preview_schedule
 
 
 class WorkflowCaseForm(SecretSafeModelForm):
@@ -66,9 +68,7 @@ class WorkflowCaseAdmin(EvalhubAdminMixin, OffsetSortableAdminMixin, admin.Model
         # Schedule entries keep the case version they were built with; a changed scenario
         # (steps, assertions or prompt) is a new version. The stored row is the reference: the
         # form's obj already holds the submitted values.
-        if change and WorkflowCase.objects.get(pk=obj.pk).changes_version(
-            {name: getattr(obj, name) for name in VERSIONED_FIELDS}
-        ):
+        if change and WorkflowCase.objects.get(pk=obj.pk).changes_version({name: getattr(obj, name) for name in VERSIONED_FIELDS}):
             obj.version += 1
         super().save_model(request, obj, form, change)
 
@@ -87,9 +87,9 @@ class ScheduleEntryInline(ReadOnlyAdminMixin, admin.TabularInline):
     extra = 0
     can_delete = False
 
-    @admin.display(description="max cost (USD)")
+    @admin.display(description="max cost")
     def max_cost(self, entry: ScheduleEntry) -> Any:
-        return entry.budget.get("maxCostUsd", "—") if isinstance(entry.budget, dict) else "—"
+        return format_usd(entry.budget.get("maxCostUsd")) if isinstance(entry.budget, dict) else "—"
 
 
 @admin.register(Schedule)
@@ -107,16 +107,24 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="line-up")
     def line_up(self, schedule: Schedule) -> str:
         candidates = schedule.candidates if isinstance(schedule.candidates, list) else []
-        return format_html_join(
-            ", ", "{} ({}, {})", ((c.get("id"), c.get("slotId"), c.get("tier")) for c in candidates if isinstance(c, dict))
-        ) or "—"
+        return (
+            format_html_join(
+                ", ", "{} ({}, {})", ((c.get("id"), c.get("slotId"), c.get("tier")) for c in candidates if isinstance(c, dict))
+            )
+            or "—"
+        )
 
     @admin.display(description="runs")
     def run_links(self, schedule: Schedule) -> str:
         runs = schedule.runs.order_by("-created_at", "-id")
-        return format_html_join(
-            ", ", '<a href="{}">run {} ({}, {})</a>', ((reverse("pages:run", args=[run.pk]), run.pk, run.trigger, run.status) for run in runs)
-        ) or "—"
+        return (
+            format_html_join(
+                ", ",
+                '<a href="{}">run {} ({}, {})</a>',
+                ((reverse("pages:run", args=[run.pk]), run.pk, run.trigger, run.status) for run in runs),
+            )
+            or "—"
+        )
 
     def get_urls(self) -> list[Any]:
         preview = path("preview/", self.admin_site.admin_view(self.preview_view), name="schedules_schedule_preview")
@@ -161,6 +169,7 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             "document": document,
             "load": slot_load(document) if document else {},
             "worst_case_cost": _worst_case_cost(document) if document else None,
+            "projection": ceiling_projection(document["entries"], campaign_ceiling()) if document else None,
             "coverage": coverage,
             "coverage_error": coverage_error,
         }
@@ -206,4 +215,3 @@ class SchedulePreviewForm(SecretSafeFormMixin, forms.Form):
         candidates: QuerySet[Candidate] = Candidate.objects.select_related("slot").order_by("slot__position", "position", "id")
         self.fields["candidates"].choices = [(c.key, f"{c.key} ({c.slot.key}, {c.tier})") for c in candidates]
         self.fields["cases"].choices = [(c.key, c.key) for c in WorkflowCase.objects.order_by("position", "id")]
-

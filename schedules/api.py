@@ -21,14 +21,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from candidates.api import BudgetDocumentSerializer, CandidateDocumentSerializer
+from evalhub.api.params import WholeNumberParam, reject_unknown_params
 from evalhub.api.serializers import ModelCleanSerializer, PassThroughChoiceField
 from evalhub.api.views import ApiViewMixin, CatalogViewSet, ReadOnlyViewSet
 from evalhub.conf import evalhub_setting
-from schedules.building import SCHEDULE_SCHEMA, ScheduleError, parse_timestamp, validate_rotation_day
+from schedules.building import ROTATION_DAYS, SCHEDULE_SCHEMA, ScheduleError, parse_timestamp, validate_rotation_day
+from schedules.case_schema import ASSERTIONS_SCHEMA, STEPS_OPENAPI_SCHEMA
 from schedules.coverage import COVERAGE_INVARIANTS, failed_invariants
 from schedules.filters import ChaosScenarioFilter, ScheduleFilter
-from schedules.models import ChaosScenario, Fault, Lane, Schedule, WorkflowCase
-from schedules.services import Selection, catalog_coverage, catalog_coverage_matrix, preview_schedule
+from schedules.models import PROVIDERS, ChaosScenario, Fault, Lane, Schedule, WorkflowCase
+from schedules.queries import tonight_schedule
+from schedules.services import Selection, campaign_ceiling, catalog_coverage, catalog_coverage_matrix, preview_schedule
 
 LENIENT_TEXT = {"allow_blank": True, "trim_whitespace": False}
 
@@ -43,17 +46,22 @@ class BadRequest(exceptions.APIException):
 # -- workflow cases and chaos scenarios ------------------------------------------------------
 
 
-@extend_schema_field({"type": "array", "items": {"type": "string"}})
+@extend_schema_field({"type": "array", "uniqueItems": True, "items": {"type": "string", "minLength": 1, "pattern": r"\S"}})
 class TextListJSONField(serializers.JSONField):
     """Any JSON here; the model checks it is a list of unique non-blank texts."""
 
 
-@extend_schema_field({"type": "array", "items": {"type": "object", "additionalProperties": {}}})
+@extend_schema_field({"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "enum": list(PROVIDERS)}})
+class ProvidersJSONField(serializers.JSONField):
+    """Any JSON here; the model checks it is a non-empty list of unique providers."""
+
+
+@extend_schema_field(STEPS_OPENAPI_SCHEMA)
 class StepsJSONField(serializers.JSONField):
-    """Any JSON here; the model checks the steps against the case schema."""
+    """Any JSON here; the model checks the steps against the case schema (documented as OpenAPI writes it)."""
 
 
-@extend_schema_field({"type": "object", "additionalProperties": {}})
+@extend_schema_field(ASSERTIONS_SCHEMA)
 class AssertionsJSONField(serializers.JSONField):
     """Any JSON here; the model checks the assertion keys and values."""
 
@@ -72,7 +80,7 @@ class WorkflowCaseSerializer(ModelCleanSerializer):
     id = serializers.CharField(source="key", **LENIENT_TEXT)
     title = serializers.CharField(**LENIENT_TEXT)
     tags = TextListJSONField(required=False)
-    providers = TextListJSONField(help_text='Subset of ["codex", "opencode", "acpx"], at least one.')
+    providers = ProvidersJSONField(help_text='Subset of ["codex", "opencode", "acpx"], at least one.')
     repetitions = serializers.IntegerField(required=False, help_text="Entries per slot per nightly, 1..20.")
     steps = StepsJSONField()
     assertions = AssertionsJSONField(required=False)
@@ -202,15 +210,6 @@ class ScheduleViewSet(ReadOnlyViewSet):
 # -- preview and coverage ----------------------------------------------------------------------
 
 
-def reject_unknown_params(request: Request, accepted: tuple[str, ...]) -> None:
-    """A 400 naming any query parameter the endpoint does not know (a typo must not widen a paid subset)."""
-    unknown = [name for name in request.query_params if name not in accepted]
-    if unknown:
-        raise exceptions.ValidationError(
-            {name: [f"Unknown query parameter. Accepted: {', '.join(accepted)}."] for name in unknown}
-        )
-
-
 def seed_param(request: Request) -> str:
     """``?seed=``, or the configured ``EVALHUB["SCHEDULE_SEED"]`` when absent or blank."""
     return request.query_params.get("seed") or evalhub_setting("SCHEDULE_SEED")
@@ -224,17 +223,20 @@ def id_list_param(request: Request, name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item for item in ids if item))
 
 
-SEED_PARAMETER = OpenApiParameter(
-    "seed", OpenApiTypes.STR, description="Schedule seed; defaults to the configured EVALHUB SCHEDULE_SEED."
+LIMIT_PARAM = WholeNumberParam(
+    "limit", description="Keep only the first N selected entries (N >= 1).", message="limit must be a positive whole number, such as 10."
 )
+SEED_PARAMETER = OpenApiParameter("seed", OpenApiTypes.STR, description="Schedule seed; defaults to the configured EVALHUB SCHEDULE_SEED.")
 PREVIEW_PARAMETERS = [
     SEED_PARAMETER,
     OpenApiParameter(
-        "rotation_day", OpenApiTypes.INT, description="Rotation day 0..6; defaults to the day of generated_at."
+        "rotation_day",
+        {"type": "integer", "minimum": 0, "maximum": ROTATION_DAYS - 1},
+        description="Rotation day 0..6; defaults to the day of generated_at.",
     ),
     OpenApiParameter(
         "generated_at",
-        OpenApiTypes.STR,
+        {"type": "string", "format": "date-time"},
         description="ISO 8601 timestamp with a UTC offset (2026-08-24T00:00:00Z) or a date; defaults to now.",
     ),
     OpenApiParameter(
@@ -251,7 +253,7 @@ PREVIEW_PARAMETERS = [
         explode=True,
         description="Keep only these workflow case ids; repeat the parameter or give a comma list.",
     ),
-    OpenApiParameter("limit", OpenApiTypes.INT, description="Keep only the first N selected entries (N >= 1)."),
+    LIMIT_PARAM.openapi,
 ]
 ERROR_RESPONSE = OpenApiResponse(
     description='A bad parameter: {"<parameter>": ["..."]}, or {"detail": "..."} for a schedule that cannot be built.'
@@ -292,17 +294,13 @@ class SchedulePreviewView(ApiViewMixin, APIView):
             except ScheduleError as exc:
                 errors["generated_at"] = [str(exc)]
         limit: int | None = None
-        if params.get("limit"):
-            raw = params["limit"]
-            if raw.isascii() and raw.isdigit() and int(raw) > 0:
-                limit = int(raw)
-            else:
-                errors["limit"] = ["limit must be a positive whole number, such as 10."]
+        try:
+            limit = LIMIT_PARAM.parse(request)
+        except exceptions.ValidationError as exc:
+            errors.update(exc.detail)
         if errors:
             raise exceptions.ValidationError(errors)
-        selection = Selection(
-            candidate_ids=id_list_param(request, "candidate"), case_ids=id_list_param(request, "case"), limit=limit
-        )
+        selection = Selection(candidate_ids=id_list_param(request, "candidate"), case_ids=id_list_param(request, "case"), limit=limit)
         try:
             document = preview_schedule(
                 seed=seed_param(request),
@@ -358,3 +356,60 @@ class CoverageView(ApiViewMixin, APIView):
         except ScheduleError as exc:
             raise BadRequest(str(exc)) from None
         return Response({"seed": seed, "coverage": coverage, "failed": failed_invariants(coverage), "matrix": matrix})
+
+
+class TonightRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    trigger = serializers.CharField()
+    lane = serializers.CharField()
+    status = serializers.CharField()
+
+
+class ModelChangeSerializer(serializers.Serializer):
+    candidateId = serializers.CharField()
+    scheduled = serializers.CharField(help_text="The model the saved schedule runs tonight.")
+    current = serializers.CharField(help_text="The catalog's model now (measured from the next schedule built).")
+
+
+class TonightSerializer(serializers.Serializer):
+    night = serializers.DateField(help_text="Tonight (UTC).")
+    saved = serializers.BooleanField(help_text="False: no schedule is saved yet; this is the one the nightly would build now.")
+    schedule = ScheduleDocumentSerializer()
+    runs = TonightRunSerializer(many=True, help_text="The saved schedule's runs, newest first.")
+    worstCaseUsd = serializers.DecimalField(max_digits=12, decimal_places=4, help_text="Every execution spending its whole budget (USD).")
+    ceilingUsd = serializers.DecimalField(max_digits=12, decimal_places=4, help_text="The campaign cost ceiling (USD).")
+    stopsEarly = serializers.BooleanField(help_text="True when the worst case is over the ceiling.")
+    firstRefusedExecutionId = serializers.CharField(allow_null=True, help_text="Where the night stops in the worst case.")
+    modelChanges = ModelChangeSerializer(many=True)
+
+
+class TonightView(ApiViewMixin, APIView):
+    """``GET /api/tonight/``: tonight's (UTC) schedule as the Tonight page shows it: the saved one,
+    or the one the nightly would build now (``saved`` false); its runs; its worst case against
+    the campaign ceiling and where the night would stop; candidates edited since it was saved.
+    400 ``{"detail"}`` when no schedule can be built (an empty catalog), or for any parameter."""
+
+    @extend_schema(operation_id="tonight", responses={200: TonightSerializer, 400: ERROR_RESPONSE})
+    def get(self, request: Request) -> Response:
+        reject_unknown_params(request, ())
+        tonight = tonight_schedule(seed=evalhub_setting("SCHEDULE_SEED"), now=timezone.now(), ceiling_usd=campaign_ceiling())
+        if tonight.document is None or tonight.projection is None:
+            raise BadRequest(f"Tonight's schedule cannot be built: {tonight.error}")
+        projection = tonight.projection
+        entries = tonight.document["entries"]
+        return Response(
+            {
+                "night": tonight.night.isoformat(),
+                "saved": tonight.saved,
+                "schedule": tonight.document,
+                "runs": [{"id": run.pk, "trigger": run.trigger, "lane": run.lane, "status": run.status} for run in tonight.runs],
+                "worstCaseUsd": projection.worst_case_usd,
+                "ceilingUsd": projection.ceiling_usd,
+                "stopsEarly": projection.stops_early,
+                "firstRefusedExecutionId": entries[projection.first_refused]["executionId"] if projection.stops_early else None,
+                "modelChanges": [
+                    {"candidateId": change.candidate_id, "scheduled": change.scheduled, "current": change.current}
+                    for change in tonight.model_changes
+                ],
+            }
+        )

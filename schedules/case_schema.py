@@ -1,4 +1,4 @@
-"""The JSON schema of a workflow case's ``steps`` and ``assertions`` (upstream-spec §1).
+"""The JSON schema of a workflow case's ``steps`` and ``assertions`` (the reference workflow case schema).
 
 Pure data plus one function: no ORM. ``WorkflowCase.clean()`` runs :func:`case_problems` so the
 admin, the API and manifest loading reject the same things with the same words.
@@ -109,6 +109,23 @@ STEPS_SCHEMA: dict[str, Any] = {
     },
 }
 
+#: ``STEPS_SCHEMA`` as OpenAPI 3.0 writes it (no ``if``/``then``): one alternative per step kind.
+STEPS_OPENAPI_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "minItems": 1,
+    "items": {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {"kind": {"type": "string", "enum": [kind]}, **parameters},
+                "required": ["kind", REQUIRED_STEP_PARAMETER[kind]] if kind in REQUIRED_STEP_PARAMETER else ["kind"],
+                "additionalProperties": False,
+            }
+            for kind, parameters in STEP_PARAMETERS.items()
+        ]
+    },
+}
+
 _steps_validator = Draft202012Validator(STEPS_SCHEMA)
 _assertions_validator = Draft202012Validator(ASSERTIONS_SCHEMA)
 
@@ -166,7 +183,7 @@ def steps_problems(steps: Any) -> list[str]:
 def assertions_problems(assertions: Any) -> list[str]:
     """Problems with a case's ``assertions`` object, as sentences; empty when valid.
 
-    Besides the schema, an event type may not be both required and forbidden (upstream-spec §1).
+    Besides the schema, an event type may not be both required and forbidden (as the reference refuses it).
     """
     errors = sorted(_assertions_validator.iter_errors(assertions), key=lambda e: (list(e.absolute_path), e.validator))
     problems = [_describe(error, "assertions") for error in errors]

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from candidates.secrets import redact
 from evalhub.conf import evalhub_setting
+from evalhub.secrets import redact
 from schedules.building import ScheduleError, parse_campaign_cost_limit
 from schedules.services import Selection
 
@@ -18,9 +18,7 @@ def add_selector_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", help="Schedule seed (default: EVALHUB_SCHEDULE_SEED or runner-live-seven-week-v1).")
     parser.add_argument("--rotation-day", help="Rotation day 0..6 (default: derived from --generated-at or now).")
     parser.add_argument("--generated-at", help="ISO 8601 timestamp such as 2026-08-24T00:00:00.000Z (default: now).")
-    parser.add_argument(
-        "--candidate", action="append", default=[], metavar="ID", help="Only this candidate (repeatable, or a comma list)."
-    )
+    parser.add_argument("--candidate", action="append", default=[], metavar="ID", help="Only this candidate (repeatable, or a comma list).")
     parser.add_argument("--case", action="append", default=[], metavar="ID", help="Only this case (repeatable, or a comma list).")
     parser.add_argument("--limit", help="At most this many executions (a positive whole number).")
 
@@ -57,6 +55,12 @@ def seed_from_options(options: dict[str, Any]) -> str:
     seed = str(seed).strip()
     if not seed:
         raise CommandError("--seed must not be blank")
+    try:
+        seed.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the terminal could not decode (surrogate escapes)
+        raise CommandError(
+            "--seed must be UTF-8 text (it holds bytes that are not): use a plain name such as runner-live-seven-week-v1"
+        ) from None
     return seed
 
 

@@ -1,7 +1,7 @@
 """Workflow cases, chaos scenarios, and saved schedules with their entries.
 
 A saved schedule is history: each entry snapshots the candidate and budget documents it was built
-with and the case version, so editing the catalog never rewrites a past night (DESIGN.md,
+with and the case version, so editing the catalog never rewrites a past night (docs/DESIGN.md,
 "History is immutable").
 """
 
@@ -49,14 +49,13 @@ class WorkflowCase(SecretFreeModel):
     title = models.CharField(max_length=200)
     tags = models.JSONField(default=list, blank=True, help_text='Unique labels, e.g. ["response", "resolver"].')
     providers = models.JSONField(default=list, help_text='Subset of ["codex", "opencode", "acpx"], at least one.')
-    steps = models.JSONField(default=list, help_text="The scenario's steps, e.g. [{\"kind\": \"run_start\", \"taskMode\": \"ask\"}].")
+    steps = models.JSONField(default=list, help_text='The scenario\'s steps, e.g. [{"kind": "run_start", "taskMode": "ask"}].')
     assertions = models.JSONField(default=dict, blank=True)
     prompt = models.TextField(
         blank=True,
         # Runtimes refuse a turn past 1 MiB of input (codex); a task prompt is a page, not a book.
         validators=[MaxLengthValidator(MAX_PROMPT_LENGTH)],
-        help_text="The task the agent reads at run start (plain text, at most 100 000 characters). "
-        "Changing it makes a new case version.",
+        help_text="The task the agent reads at run start (plain text, at most 100 000 characters). Changing it makes a new case version.",
     )
     repetitions = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(20)])
     position = models.PositiveIntegerField(default=0, help_text="Catalog order.", validators=position_validators)
@@ -79,9 +78,7 @@ class WorkflowCase(SecretFreeModel):
                 name="case_repetitions_range",
                 violation_error_message="Repetitions must be from 1 to 20.",
             ),
-            models.CheckConstraint(
-                condition=~Q(title=""), name="case_title_not_blank", violation_error_message="Title must not be blank."
-            ),
+            models.CheckConstraint(condition=~Q(title=""), name="case_title_not_blank", violation_error_message="Title must not be blank."),
         ]
 
     def __str__(self) -> str:

@@ -9,34 +9,47 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from candidates.secrets import redact, secret_kinds
-from candidates.services import REORDER_OFFSET, catalog_slots
-from evalhub.validation import env_name_errors
+from candidates.models import Candidate
+from candidates.services import catalog_slots
+from evalhub.conf import evalhub_setting
+from evalhub.secrets import REDACTION, redact_data, secret_kinds
+from evalhub.validation import REORDER_OFFSET, env_name_errors
 from schedules.building import (
+    DEFAULT_CAMPAIGN_COST_LIMIT_USD,
     ScheduleError,
     build_schedule,
+    parse_campaign_cost_limit,
     parse_timestamp,
-    rotation_day as rotation_day_of,
     select_schedule,
     validate_rotation_day,
 )
-from schedules.coverage import coverage_matrix, failed_invariants, schedule_coverage
+from schedules.building import (
+    rotation_day as rotation_day_of,
+)
+from schedules.coverage import SLOTS_A_CASE_MEETS_A_WEEK, coverage_matrix, failed_invariants, schedule_coverage
 from schedules.models import ChaosScenario, Schedule, ScheduleEntry, WorkflowCase
 
 
 class CoverageError(ScheduleError):
-    """The week's schedules do not meet the coverage invariants; ``failed`` names them."""
+    """The week's schedules do not meet the coverage invariants; ``failed`` names them, and
+    ``detail`` (in the message) says why when no catalog of this shape could pass."""
 
-    def __init__(self, failed: list[str], coverage: Mapping[str, bool]) -> None:
-        super().__init__(f"live schedule coverage failed: {', '.join(failed)} is false")
+    def __init__(self, failed: list[str], coverage: Mapping[str, bool], *, detail: str = "") -> None:
+        super().__init__(f"live schedule coverage failed: {', '.join(failed)} is false" + (f": {detail}" if detail else ""))
         self.failed = failed
         self.coverage = dict(coverage)
+
+
+class SelectionError(ScheduleError):
+    """A selection (candidate ids, case ids, a limit) that this schedule cannot satisfy: the
+    caller's flags or request body are at fault, not the catalog."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +82,6 @@ def catalog_cases() -> list[dict[str, Any]]:
     return [case.to_document() for case in WorkflowCase.objects.order_by("position", "id")]
 
 
-def chaos_scenarios() -> list[dict[str, str]]:
-    return [scenario.to_document() for scenario in ChaosScenario.objects.order_by("position", "id")]
-
-
 def resolve_timing(*, rotation_day: Any = None, generated_at: str | None = None, now: dt.datetime) -> tuple[int, str]:
     """The (rotation day, generatedAt) pair a schedule is built with.
 
@@ -96,45 +105,94 @@ def preview_schedule(
     rotation_day: Any = None,
     generated_at: str | None = None,
     selection: Selection = Selection(),
+    slots: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The reference schedule document (selected when a selection is given), built, not saved.
 
+    ``slots`` is the catalog's scheduled slots when the caller has loaded them already
+    (:func:`candidates.services.catalog_lineup`), else they are loaded here.
     Raises :class:`ScheduleError` for bad timing, an empty catalog or a bad selection.
     """
     day, timestamp = resolve_timing(rotation_day=rotation_day, generated_at=generated_at, now=now)
-    document = build_schedule(seed=seed, rotation_day=day, generated_at=timestamp, slots=catalog_slots(), cases=catalog_cases())
-    _refuse_unsafe_candidates(document)
+    slots = catalog_slots() if slots is None else slots
+    document = build_schedule(seed=seed, rotation_day=day, generated_at=timestamp, slots=slots, cases=catalog_cases())
+    document = _quarantine_unsafe_candidates(document)
     if selection.is_empty:
         return document
-    return select_schedule(
-        document, candidate_ids=selection.candidate_ids, case_ids=selection.case_ids, limit=selection.limit
-    )
+    catalog = {str(candidate.get("id")) for slot in slots for candidate in slot.get("candidates", []) if isinstance(candidate, dict)}
+    return apply_selection(document, selection, catalog_ids=catalog)
 
 
-def _refuse_unsafe_candidates(document: Mapping[str, Any]) -> None:
-    """ScheduleError when a line-up candidate holds secret-shaped data or required environment
-    that is not a list of names (a row saved around ``full_clean()``): a schedule is stored and
-    shown, and the qualification check reads those names (B8, B12)."""
-    for candidate in document["candidates"]:
-        names = candidate.get("qualification", {}).get("requiredEnvironment")
-        if env_name_errors(names, label="required environment"):
-            raise ScheduleError(
-                f"candidate {candidate.get('id')} has a required environment that is not a list of variable names; "
-                "fix it in the catalog before building a schedule"
-            )
-        kinds = secret_kinds(candidate)
-        if kinds:
-            raise ScheduleError(
-                redact(
-                    f"candidate {candidate.get('id')} holds secret-shaped data ({', '.join(kinds)}); "
-                    "fix it in the catalog (environment variable names only) before building a schedule"
-                )
-            )
+def apply_selection(document: Mapping[str, Any], selection: Selection, *, catalog_ids: set[str] | None = None) -> dict[str, Any]:
+    """``selection`` applied to a schedule document (:func:`select_schedule`), telling a catalog
+    candidate that rests this week apart from an unknown id (one query unless ``catalog_ids``,
+    the catalog's candidate ids, are given). Raises :class:`SelectionError` (a :class:`ScheduleError`)."""
+    try:
+        return select_schedule(
+            document,
+            candidate_ids=selection.candidate_ids,
+            case_ids=selection.case_ids,
+            limit=selection.limit,
+            catalog_ids=catalog_ids
+            if catalog_ids is not None
+            else set(Candidate.objects.filter(key__in=list(selection.candidate_ids)).values_list("key", flat=True)),
+        )
+    except SelectionError:
+        raise
+    except ScheduleError as exc:
+        raise SelectionError(str(exc)) from None
+
+
+def unsafe_candidate_problem(candidate: Mapping[str, Any]) -> str | None:
+    """Why a line-up candidate document must not run, or ``None``: a row saved around
+    ``full_clean()`` (``loaddata``, ``objects.update``) whose required environment is not a list
+    of variable names, or that holds secret-shaped data (still there, or already replaced by
+    :data:`evalhub.secrets.REDACTION` when its schedule was built). The message names no value
+    (docs/failure-modes.md B8, B12)."""
+    names = candidate.get("qualification", {}).get("requiredEnvironment") if isinstance(candidate.get("qualification"), Mapping) else None
+    if env_name_errors(names, label="required environment"):
+        return (
+            "the candidate's required environment is not a list of environment variable names; "
+            "fix it in the catalog (for example OPENAI_API_KEY), then run it again"
+        )
+    kinds = secret_kinds(candidate)
+    if kinds or contains_redaction(candidate):
+        what = f" ({', '.join(kinds)})" if kinds else ""
+        return (
+            f"the candidate's configuration holds secret-shaped data{what}; "
+            "store environment variable names only in the catalog, then run it again"
+        )
+    return None
+
+
+def _quarantine_unsafe_candidates(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with every secret-shaped string replaced (a schedule is stored and shown).
+
+    A candidate saved around validation does not stop the night: it stays in the line-up (so the
+    rotation and every other execution are as they would be) and only its own executions are
+    refused when they run, by :func:`unsafe_candidate_problem`.
+    """
+    if not any(unsafe_candidate_problem(candidate) for candidate in document["candidates"]):
+        return document
+    return redact_data(document)
+
+
+def contains_redaction(value: Any) -> bool:
+    """Whether any string in ``value`` (walked through dicts and lists) holds the redaction marker."""
+    if isinstance(value, str):
+        return REDACTION in value
+    if isinstance(value, Mapping):
+        return any(contains_redaction(key) or contains_redaction(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(contains_redaction(item) for item in value)
+    return False
 
 
 def catalog_coverage(*, seed: str) -> dict[str, bool]:
-    """The four coverage invariants of the current catalog for ``seed``."""
-    return schedule_coverage(seed=seed, slots=catalog_slots(), cases=catalog_cases())
+    """The four coverage invariants of the current catalog for ``seed`` (``COVERAGE_CASE_SLOTS``
+    says whether a case must meet every slot or the slots a week can reach)."""
+    reachable = evalhub_setting("COVERAGE_CASE_SLOTS") == "reachable"
+    return schedule_coverage(seed=seed, slots=catalog_slots(), cases=catalog_cases(), reachable=reachable)
 
 
 def catalog_coverage_matrix(*, seed: str) -> dict[str, list[list[str]]]:
@@ -147,7 +205,17 @@ def require_coverage(*, seed: str) -> dict[str, bool]:
     coverage = catalog_coverage(seed=seed)
     failed = failed_invariants(coverage)
     if failed:
-        raise CoverageError(failed, coverage)
+        detail = ""
+        slot_count = len(catalog_slots())
+        reachable = evalhub_setting("COVERAGE_CASE_SLOTS") == "reachable"
+        if "everyWorkflowCoversEverySlot" in failed and slot_count > SLOTS_A_CASE_MEETS_A_WEEK and not reachable:
+            detail = (
+                f"a workflow case meets 2 slots a night, at most 2 × 7 = {SLOTS_A_CASE_MEETS_A_WEEK} in a week, and the "
+                f"catalog has {slot_count} slots, so no week can cover every slot; use at most {SLOTS_A_CASE_MEETS_A_WEEK} "
+                f"slots, or set EVALHUB_COVERAGE_CASE_SLOTS=reachable (each case must then meet {SLOTS_A_CASE_MEETS_A_WEEK} "
+                "distinct slots a week)"
+            )
+        raise CoverageError(failed, coverage, detail=detail)
     return coverage
 
 
@@ -274,3 +342,12 @@ def _compact_positions(model) -> None:
     for offset, row in enumerate(rows):
         row.position = start + offset
         row.save(update_fields=["position"])
+
+
+def campaign_ceiling() -> Decimal:
+    """The configured campaign cost ceiling (USD); the default when the setting is invalid
+    (``manage.py check`` reports that one, and the nightly refuses to start)."""
+    try:
+        return parse_campaign_cost_limit(evalhub_setting("MAX_CAMPAIGN_COST_USD"))
+    except ValueError:
+        return DEFAULT_CAMPAIGN_COST_LIMIT_USD

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand
-
 from candidates.services import export_manifest
+from evalhub.commands import DatabaseCommand
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Print the candidate manifest (slots in order, each with its candidates in order) as JSON."
 
     def handle(self, *args, **options) -> None:

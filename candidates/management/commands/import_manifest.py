@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from candidates.services import ManifestError, import_manifest
+from evalhub.commands import DatabaseCommand
 from evalhub.jsonio import loads_strict
 
 
@@ -15,7 +16,7 @@ def count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Make the candidate catalog equal to FILE (the format of export_manifest). All or nothing: "
         "a file that fails validation changes nothing and every problem is listed."

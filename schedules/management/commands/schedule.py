@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
-from candidates.secrets import redact
+from evalhub.commands import DatabaseCommand
+from evalhub.secrets import redact
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, seed_from_options, selection_from_options
 from schedules.services import preview_schedule
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Print tonight's (or any night's) schedule without saving it: a table, or the reference JSON with --json."
 
     def add_arguments(self, parser) -> None:
