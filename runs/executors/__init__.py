@@ -15,9 +15,9 @@ from runs.executors.base import ExecutionRequest, Executor, InfrastructureError
 __all__ = ["DEFAULT_EXECUTORS", "ExecutionRequest", "Executor", "InfrastructureError", "executor_for", "executor_paths"]
 
 DEFAULT_EXECUTORS: dict[str, str] = {
-    "codex_app_server": "runs.executors.live.CodexAppServerExecutor",
-    "opencode_server": "runs.executors.unavailable.OpencodeServerUnavailable",
-    "acpx_runtime": "runs.executors.unavailable.AcpxRuntimeUnavailable",
+    "codex_app_server": "runs.executors.live.executor.CodexAppServerExecutor",
+    "opencode_server": "runs.executors.live.executor.OpencodeServerExecutor",
+    "acpx_runtime": "runs.executors.live.executor.AcpxRuntimeExecutor",
     "replay": "runs.executors.replay.ReplayExecutor",
 }
 

@@ -1,6 +1,6 @@
 """The executor contract: execute one schedule entry and return an observation.
 
-Executors follow Django's backend pattern (STYLE.md §5): a base class with one method to
+Executors follow Django's backend pattern (docs/STYLE.md §5): a base class with one method to
 override and one error type with a ``retryable`` flag. The orchestration around them
 (qualification, cost ceiling, retry once, fallback observation, redaction) lives in
 ``runs.services`` and is written once.
@@ -16,12 +16,11 @@ from typing import Any
 class InfrastructureError(Exception):
     """A failure of the machinery around the model, not of the model.
 
-    ``code`` is a short machine-readable reason (``runtime_unavailable``, ``provider_http_503``...),
+    ``code`` is a short machine-readable reason (``runtime_missing``, ``provider_http_503``...),
     ``retryable`` says whether one more attempt may succeed, ``message`` is for people and is
     redacted before it is stored. ``cost_usd`` is what the failed attempt was billed, if known.
     ``retry_after_s`` is how long the provider asked to wait before a retry (a ``Retry-After``
     header), if it said; the orchestration waits up to a cap and otherwise does not retry.
-    ``runs.executors.errors`` builds these from HTTP responses and network exceptions.
     """
 
     def __init__(
@@ -47,7 +46,7 @@ class ArtifactSink:
     The orchestration gives every attempt a fresh sink and, once the attempt is over — whether it
     returned an observation or raised — stores what the sink holds with the attempt's row
     (``runs.models.TraceArtifact``). An executor calls :meth:`store_trace` with the
-    ``runs.harness.trace.TraceArtifact`` of its recorder (already scrubbed of secrets); a second
+    ``runs.executors.live.trace.TraceArtifact`` of its recorder (already scrubbed of secrets); a second
     call replaces the first.
     """
 
@@ -55,7 +54,7 @@ class ArtifactSink:
         self.trace: Any = None
 
     def store_trace(self, artifact: Any) -> None:
-        """Keep ``artifact`` (a ``runs.harness.trace.TraceArtifact``) for the orchestration to store."""
+        """Keep ``artifact`` (a ``runs.executors.live.trace.TraceArtifact``) for the orchestration to store."""
         self.trace = artifact
 
 
@@ -68,7 +67,9 @@ class ExecutionRequest:
     (the case's task prompt, ``""`` when it has none), ``environment`` only the candidate's
     required variables (name → value) — executors never see the rest of the process
     environment. ``artifacts`` is the attempt's :class:`ArtifactSink` (``None`` when nothing
-    will store artifacts, e.g. outside the orchestration).
+    will store artifacts, e.g. outside the orchestration). ``provider`` is a model provider
+    profile (``runs.executors.live.contracts.ProviderConfig``) that replaces the candidate's own
+    for this run — the scripted lane's scripted model — or ``None``.
     """
 
     run_id: int
@@ -78,6 +79,7 @@ class ExecutionRequest:
     environment: Mapping[str, str] = field(default_factory=dict)
     attempt: int = 1
     artifacts: ArtifactSink | None = None
+    provider: Any = None
 
 
 class Executor:

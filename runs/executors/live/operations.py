@@ -1,4 +1,4 @@
-"""The control plane's typed operations: names, descriptions and JSON Schemas (issue 4 §1).
+"""The control plane's typed operations: names, descriptions and JSON Schemas.
 
 Each operation the agent may call has one JSON Schema (draft 2020-12, ``additionalProperties:
 false``) that is both what the MCP server advertises as the tool's ``inputSchema`` and what
@@ -48,14 +48,12 @@ _MUTATION_PROPERTIES = {
         "type": "string",
         "minLength": 1,
         "maxLength": 200,
-        "description": "Optional. Repeating a call with the same key returns the first result "
-        "(duplicate: true) and changes nothing.",
+        "description": "Optional. Repeating a call with the same key returns the first result (duplicate: true) and changes nothing.",
     },
     "expectedRevision": {
         "type": "integer",
         "minimum": 0,
-        "description": "Optional. The board revision you last read; a stale revision is "
-        "refused with a conflict error.",
+        "description": "Optional. The board revision you last read; a stale revision is refused with a conflict error.",
     },
 }
 
@@ -115,8 +113,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     _mutation(
         "write_document",
-        "Create or revise a document attached to a task (key 'plan' is the task's plan). "
-        "Each write makes a new revision.",
+        "Create or revise a document attached to a task (key 'plan' is the task's plan). Each write makes a new revision.",
         {
             "key": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,63}$"},
             "body": _TEXT,
@@ -211,8 +208,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     _mutation(
         "set_dependencies",
-        "Say which tasks must be done before a task can go on; the task is blocked until they are. "
-        "An empty list clears its dependencies.",
+        "Say which tasks must be done before a task can go on; the task is blocked until they are. An empty list clears its dependencies.",
         {
             "taskId": _TASK_ID,
             "blockedBy": {"type": "array", "maxItems": 20, "uniqueItems": True, "items": _TASK_ID},
@@ -221,8 +217,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     _read(
         "get_task_context",
-        "Read a task (default the source task): its status, comments, documents, interactions, "
-        "children and the board revision.",
+        "Read a task (default the source task): its status, comments, documents, interactions, children and the board revision.",
         {"taskId": _TASK_ID},
     ),
     _read(
@@ -333,9 +328,7 @@ def _interaction_request_problems(arguments: Mapping[str, Any]) -> list[str]:
 ANSWER_SCHEMAS: Mapping[str, Mapping[str, Any]] = {
     "questions": {
         "type": "object",
-        "properties": {
-            "answers": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "string", "minLength": 1}}
-        },
+        "properties": {"answers": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "string", "minLength": 1}}},
         "required": ["answers"],
         "additionalProperties": False,
     },

@@ -3,7 +3,7 @@
 A driver hands each raw frame to :meth:`TraceRecorder.frame` (runtime→evalhub ``in``,
 evalhub→runtime ``out``, or ``stderr``) and then says how it interpreted it with
 :meth:`TraceRecorder.interpret`. The recorder keeps an NDJSON document in the shape of the
-reference's provider trace file (upstream-spec §6.2), one JSON object per line:
+reference's provider trace file, one JSON object per line:
 
 ``{"kind":"frame","frameId":n,"debugSequence":n,"direction":"in|out|stderr","atMs":ms,"byteLength":b,"digest":"sha256:<hex>","rawBase64":"..."}``
     one per frame. The frame is decoded as UTF-8 (invalid bytes replaced by U+FFFD), passed
@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runs.harness.contracts import DISPOSITIONS, LINEAGE_KINDS, CanonicalEvent
+from runs.executors.live.contracts import DISPOSITIONS, LINEAGE_KINDS, CanonicalEvent
 
 #: The default cap on the uncompressed NDJSON document: 8 MiB.
 DEFAULT_CAP_BYTES = 8 * 1024 * 1024
@@ -84,7 +84,7 @@ class TraceRecorder:
     """Records frames and their interpretations; implements ``contracts.TraceSink``.
 
     ``scrub(text) -> text`` removes secrets from each decoded frame (the run's secret values and
-    secret shapes, e.g. ``functools.partial(candidates.secrets.redact, extra_values=values)``);
+    secret shapes, e.g. ``functools.partial(evalhub.secrets.redact, extra_values=values)``);
     ``cap_bytes`` bounds the uncompressed document; ``clock_ms()`` gives milliseconds since the
     execution started (default: monotonic time since the recorder was made; pass the
     ``EventLog.now_ms`` of the execution so frames and events share a clock).
@@ -293,11 +293,11 @@ def _frame_verified(line: dict[str, Any]) -> bool:
 
 
 def _strictly_increasing(values: list[int]) -> bool:
-    return all(a < b for a, b in zip(values, values[1:]))
+    return all(a < b for a, b in zip(values, values[1:], strict=False))
 
 
 def summarize_ndjson(document: bytes) -> dict[str, Any]:
-    """The reference ``traceLineage`` of an NDJSON trace document (upstream-spec §6.2).
+    """The reference ``traceLineage`` of an NDJSON trace document.
 
     Lines that are not JSON objects are skipped. ``frameCount`` counts ``frame`` lines and
     ``byteCount`` sums their ``byteLength``; ``digestVerified``: at least one frame and every

@@ -1,8 +1,8 @@
-"""A scripted, OpenAI-compatible model server on loopback, for tests and ``make demo-live``.
+"""A scripted model server on loopback (OpenAI and Anthropic wire formats), for tests and ``make demo-live``.
 
-The real runtimes (``codex app-server``, opencode) talk to it exactly as they talk to a model
-provider; what it answers comes from scripts (format and loader: :mod:`runs.harness.script_schema`).
-Behaviour follows the OpenAI wire formats as the runtimes consume them (runtimes.md §2):
+The real runtimes (``codex app-server``, opencode, the ACP agents) talk to it exactly as they talk to a model
+provider; what it answers comes from scripts (format and loader: :mod:`runs.executors.live.script_schema`).
+Behaviour follows the OpenAI and Anthropic wire formats as the runtimes consume them (docs/live-harness.md):
 
 * ``POST /scripts/<name>/v1/responses`` — Responses API; ``stream: true`` answers with SSE events
   ``response.created`` → per output ``response.output_item.added`` →
@@ -13,11 +13,25 @@ Behaviour follows the OpenAI wire formats as the runtimes consume them (runtimes
 * ``POST /scripts/<name>/v1/chat/completions`` — Chat Completions; streaming answers with
   ``data: <chunk>`` lines (content deltas, ``tool_calls``, ``finish_reason``, then a usage chunk
   with ``choices: []`` and ``data: [DONE]``); otherwise one ``chat.completion`` object.
+* ``POST /scripts/<name>/v1/messages`` (``?beta=true`` too) — Anthropic Messages, as Claude Code
+  sends it; streaming answers with SSE events ``message_start`` → ``ping`` → per block
+  ``content_block_start`` (``text`` | ``tool_use``) → ``content_block_delta`` (``text_delta`` |
+  ``input_json_delta``)×n → ``content_block_stop`` → ``message_delta`` (``stop_reason``
+  ``end_turn`` | ``tool_use``, ``usage.output_tokens``) → ``message_stop``; otherwise one
+  ``message`` object. Failures are Anthropic error bodies (``{"type": "error", "error": {"type":
+  "overloaded_error" | "rate_limit_error" | "authentication_error" | "not_found_error" | ...}}``),
+  and a ``fail`` step with ``midStream`` starts the stream and then sends an ``error`` event.
+  ``POST /scripts/<name>/v1/messages/count_tokens`` answers ``{"input_tokens": N}`` (no step).
 * ``GET /scripts/<name>/v1/models`` — a one-model list.
 
 **Conversations and steps.** Each model request of a conversation takes the script's next step.
 The conversation is the script name plus the request's ``thread-id`` (or ``session-id``) header
-that codex sends, else a digest of the first user message. A ``fail``/``drop`` step does not
+that codex sends, the ``x-session-id`` header that opencode sends or the
+``x-claude-code-session-id`` header Claude Code sends (the ACP session id), else a digest of the first
+user message. A request that offers no tools at all (no ``tools``, no code-mode ``exec``), or asks
+for structured output (codex-acp's title request), is a runtime's **side request** (opencode's and
+Claude Code's session-title requests, a summary): it gets a short text (:data:`SIDE_TEXT`; as
+``{"title": ...}`` for structured output) and takes no step. A ``fail``/``drop`` step does not
 move the conversation on while it still misbehaves; once its ``times`` are used up (counted per
 script name and step across the whole server, so a retry in a new conversation can succeed) the
 step is passed over. Past the last step the answer is a short final text.
@@ -25,8 +39,10 @@ step is passed over. Past the last step the answer is a short final text.
 **Tools.** A script's ``{"call": "finish_task"}`` is resolved against the tools the request
 offers: codex's ``{"type": "namespace", "name": "mcp__evalhub", "tools": [...]}`` gives a
 ``function_call`` with ``"namespace": "mcp__evalhub"`` and the bare name; opencode's flat
-``evalhub_finish_task`` is called by that name. A tool that was not offered becomes a text
-output saying so (so a test sees it instead of a hang).
+``evalhub_finish_task`` is called by that name, Claude Code's ``mcp__evalhub__finish_task`` likewise. When the runtime does not offer the tool, the script's
+``alternatives`` are tried in order (opencode's ``bash`` for codex's ``exec_command``), and a name
+differing only in case counts (Claude Code's ``Bash``). A tool that
+was not offered becomes a text output saying so (so a test sees it instead of a hang).
 
 Every request is logged in :attr:`ScriptedModelServer.requests` with ``Authorization`` (and other
 key-bearing headers) replaced by ``"[present]"``. Only the ``echoKey`` output ever says a key, on
@@ -56,7 +72,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from runs.harness.script_schema import load_script, load_scripts_dir
+from runs.executors.live.script_schema import load_script, load_scripts_dir
 
 #: Model id reported by ``GET .../v1/models`` and used when a request names none.
 DEFAULT_MODEL = "scripted-model"
@@ -66,10 +82,13 @@ DEFAULT_FINAL_TEXT = "Scripted run finished."
 DROP_FILLER_TEXT = "This response is cut off before it completes."
 #: Headers whose value is a credential; logged as ``"[present]"``.
 SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "openai-api-key", "proxy-authorization"})
-#: Headers naming the runtime's conversation, in order of preference.
-CONVERSATION_HEADERS = ("thread-id", "thread_id", "session-id", "session_id")
+#: Headers naming the runtime's conversation, in order of preference (codex: ``thread-id``/``session-id``;
+#: opencode: ``x-session-id``, the id of its session; Claude Code: ``x-claude-code-session-id``).
+CONVERSATION_HEADERS = ("thread-id", "thread_id", "session-id", "session_id", "x-session-id", "x-claude-code-session-id")
+#: The answer to a side request (one offering no tools: a title, a summary), which takes no script step.
+SIDE_TEXT = "Scripted task"
 
-_ROUTE = re.compile(r"^/scripts/(?P<script>[^/]+)/v1/(?P<endpoint>responses|chat/completions|models)/?$")
+_ROUTE = re.compile(r"^/scripts/(?P<script>[^/]+)/v1/(?P<endpoint>responses|chat/completions|messages/count_tokens|messages|models)/?$")
 _MAX_BODY = 64 * 1024 * 1024
 
 
@@ -98,7 +117,7 @@ class ScriptedModelServer:
     """The scripted model server: a stdlib ``ThreadingHTTPServer`` on loopback in a background thread.
 
     ``scripts`` maps route names to scripts (``{"name", "steps"}``, validated with
-    :func:`runs.harness.script_schema.load_script`; the mapping key is the route name).
+    :func:`runs.executors.live.script_schema.load_script`; the mapping key is the route name).
     ``mcp_server`` is the MCP server name whose tools scripts call (``mcp__<it>`` namespace for
     codex, ``<it>_<tool>`` for opencode). ``port`` 0 picks a free port. A non-loopback ``host``
     raises :class:`ValueError`; an invalid script raises :class:`ValueError` naming the problem.
@@ -199,12 +218,12 @@ class ScriptedModelServer:
     def requests(self) -> list[dict[str, Any]]:
         """A copy of the request log, oldest first. Each entry::
 
-            {"method": "POST", "path": "/scripts/demo/v1/responses", "script": "demo" | None,
-             "endpoint": "responses" | "chat/completions" | "models" | None,
-             "conversation": str | None, "step": int | None,
-             "answer": "outputs" | "final" | "fail" | "drop" | "models" | "error",
-             "headers": {lower-case name: value, credential headers -> "[present]"},
-             "body": parsed JSON | None, "atMs": ms since the epoch}
+        {"method": "POST", "path": "/scripts/demo/v1/responses", "script": "demo" | None,
+         "endpoint": "responses" | "chat/completions" | "messages" | "messages/count_tokens" | "models" | None,
+         "conversation": str | None, "step": int | None,
+         "answer": "outputs" | "final" | "fail" | "drop" | "side" | "models" | "error",
+         "headers": {lower-case name: value, credential headers -> "[present]"},
+         "body": parsed JSON | None, "atMs": ms since the epoch}
         """
         with self._lock:
             return copy.deepcopy(self._requests)
@@ -282,6 +301,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A runtime that hung up mid-answer (cancelled, aborted, killed) is normal here: no
+        traceback on stderr for a connection the client reset or closed."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     """One connection. Never name a method ``responses``: it would shadow the class's
@@ -301,7 +327,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.owner._track(self.connection, False)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Silent: the request log is :attr:`ScriptedModelServer.requests`."""
 
     def do_GET(self) -> None:
@@ -339,7 +365,8 @@ class _Handler(BaseHTTPRequestHandler):
                 entry,
                 404,
                 f"no route {self.command} {path}; the scripted model serves "
-                "/scripts/<name>/v1/responses, /scripts/<name>/v1/chat/completions and /scripts/<name>/v1/models",
+                "/scripts/<name>/v1/responses, /scripts/<name>/v1/chat/completions, /scripts/<name>/v1/messages "
+                "and /scripts/<name>/v1/models",
                 "invalid_request_error",
                 "unknown_route",
             )
@@ -371,6 +398,18 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(entry, 400, "request body must be a JSON object", "invalid_request_error", "invalid_json")
         conversation = _conversation_key(self.headers, body, endpoint)
         self.owner._update(entry, body=body, conversation=conversation)
+        if endpoint == "messages/count_tokens":
+            self.owner._update(entry, answer="count_tokens")
+            return self._send_json(200, {"input_tokens": math.ceil(len(raw) / 4)})
+        if (not body.get("tools") and _code_mode_tools(body) is None) or _structured_output(body):
+            # A side request (opencode's title request shares the session's x-session-id): a short
+            # text that leaves the conversation's next step for the real request. Codex's code mode
+            # offers its tools inside the input instead, so it is never a side request. A request
+            # for structured output (codex-acp's session title: a JSON schema for the answer) is one
+            # too, answered with a JSON object holding the short text.
+            self.owner._update(entry, answer="side")
+            text = json.dumps({"title": SIDE_TEXT}) if _structured_output(body) else SIDE_TEXT
+            return self._answer(body, endpoint, raw, [_Text(text)], None)
 
         index, step = self.owner._take_step(script_name, conversation)
         answer = "final" if step is None else ("fail" if "fail" in step else "drop" if "drop" in step else "outputs")
@@ -380,6 +419,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if step is not None and "fail" in step:
+            if endpoint == "messages":
+                model = body.get("model") if isinstance(body.get("model"), str) else self.owner.model
+                return self._fail_anthropic(step["fail"], model, stream=bool(body.get("stream")))
             return self._fail(step["fail"])
 
         if step is None:
@@ -388,6 +430,13 @@ class _Handler(BaseHTTPRequestHandler):
             outputs = [_Text(DROP_FILLER_TEXT)]
         else:
             outputs = self._resolve(step["outputs"], body, endpoint)
+        return self._answer(body, endpoint, raw, outputs, step)
+
+    def _answer(
+        self, body: dict[str, Any], endpoint: str, raw: bytes, outputs: list[_Text | _Call | _CodeCall], step: Mapping[str, Any] | None
+    ) -> None:
+        """Send ``outputs`` in the endpoint's wire format (streamed when the request asks), with
+        the step's usage, cut short when the step is a ``drop``."""
         usage = _usage((step or {}).get("usage"), raw, outputs)
         model = body.get("model") if isinstance(body.get("model"), str) else self.owner.model
         drop = step is not None and "drop" in step
@@ -396,6 +445,13 @@ class _Handler(BaseHTTPRequestHandler):
             if body.get("stream"):
                 return self._stream([_sse(kind, data) for kind, data in events], drop=drop)
             return self._send_json(200, events[-1][1]["response"])
+        if endpoint == "messages":
+            message, events = _message_events(self.owner, model, outputs, usage)
+            if body.get("stream"):
+                return self._stream([_sse(kind, data) for kind, data in events], drop=drop)
+            if drop:
+                return self._send_cut_json(message)
+            return self._send_json(200, message)
         chunks, completion = _chat_chunks(self.owner, model, outputs, usage)
         if body.get("stream"):
             return self._stream([_sse(None, c) for c in chunks] + [b"data: [DONE]\n\n"], drop=drop)
@@ -440,20 +496,33 @@ class _Handler(BaseHTTPRequestHandler):
             elif "repeat" in output:
                 resolved.append(_Text(output["repeat"] * output["times"]))
             elif "echoKey" in output:
-                resolved.append(_Text("Authorization: " + (self.headers.get("Authorization") or "(none)")))
+                if self.headers.get("Authorization") or not self.headers.get("x-api-key"):
+                    resolved.append(_Text("Authorization: " + (self.headers.get("Authorization") or "(none)")))
+                else:  # Anthropic's header
+                    resolved.append(_Text("x-api-key: " + self.headers["x-api-key"]))
             else:
                 found = _find_tool(output["call"], offered, self.owner.mcp_server)
                 code_mode = _code_mode_tools(body)
+                arguments = output.get("arguments", {})
+                if found is None and code_mode is None:
+                    # Another runtime's name for the same action (codex's exec_command is opencode's
+                    # bash, Claude Code's Bash): exact names first, then names differing only in case.
+                    for fold in (False, True):
+                        for alternative in output.get("alternatives", ()):
+                            found = _find_tool(alternative["call"], offered, self.owner.mcp_server, fold_case=fold)
+                            if found is not None:
+                                arguments = alternative.get("arguments", {})
+                                break
+                        if found is not None:
+                            break
                 if found is None and code_mode is not None:
-                    resolved.append(_CodeCall(_code_call_source(output["call"], output.get("arguments", {}), code_mode, self.owner.mcp_server)))
+                    resolved.append(_CodeCall(_code_call_source(output["call"], arguments, code_mode, self.owner.mcp_server)))
                 elif found is None:
                     names = sorted(f"{ns}/{name}" if ns else name for ns, name in offered) or ["(none)"]
-                    resolved.append(
-                        _Text(f"[scripted model] tool {output['call']!r} was not offered; offered: {', '.join(names)}")
-                    )
+                    resolved.append(_Text(f"[scripted model] tool {output['call']!r} was not offered; offered: {', '.join(names)}"))
                 else:
-                    arguments = json.dumps(output.get("arguments", {}), separators=(",", ":"), ensure_ascii=False)
-                    resolved.append(_Call(name=found[1], namespace=found[0], arguments=arguments))
+                    text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+                    resolved.append(_Call(name=found[1], namespace=found[0], arguments=text))
         return resolved
 
     # ---- response side ---------------------------------------------------------------------
@@ -466,6 +535,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_cut_json(self, payload: Any) -> None:
+        """A ``drop`` step's answer to a non-streaming request: the headers and half of the body,
+        then the connection is cut (Claude Code asks again without streaming after a cut stream)."""
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.close_connection = True
+        try:
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _error(self, entry: dict[str, Any], status: int, message: str, kind: str, code: str) -> None:
         self.owner._update(entry, answer="error")
@@ -481,6 +566,24 @@ class _Handler(BaseHTTPRequestHandler):
             retry_after = fail["retryAfter"]
             headers["Retry-After"] = str(int(retry_after) if float(retry_after).is_integer() else retry_after)
         self._send_json(status, {"error": {"message": message, "type": kind, "param": None, "code": code}}, headers)
+
+    def _fail_anthropic(self, fail: Mapping[str, Any], model: str, *, stream: bool) -> None:
+        """An Anthropic error: ``{"type": "error", "error": {"type", "message"}}`` with the step's
+        status, or with ``midStream`` a 200 stream that starts a message and then sends an
+        ``error`` event (what Anthropic does when it overloads after the headers went out)."""
+        status = fail["status"]
+        kind = fail.get("type") or _ANTHROPIC_ERROR_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
+        message = fail.get("message") or f"scripted failure: HTTP {status} ({kind})"
+        payload = {"type": "error", "error": {"type": kind, "message": message}}
+        if fail.get("midStream") and stream:
+            start = _message_events(self.owner, model, [], {"input": 1, "cachedInput": 0, "output": 1, "reasoning": 0})[1][0]
+            return self._stream([_sse(*start), _sse("ping", {"type": "ping"}), _sse("error", payload)], drop=False)
+        headers = {"request-id": self.owner._new_id("req")}
+        if "retryAfter" in fail:
+            retry_after = fail["retryAfter"]
+            headers["Retry-After"] = str(int(retry_after) if float(retry_after).is_integer() else retry_after)
+        headers["x-should-retry"] = "false" if status < 500 and status not in (408, 409, 429) else "true"
+        self._send_json(status, payload, headers)
 
     def _stream(self, frames: list[bytes], *, drop: bool) -> None:
         """Write SSE ``frames``; with ``drop``, write about half of them plus part of the next,
@@ -506,6 +609,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 # ---- pure helpers ------------------------------------------------------------------------------
 _DEFAULT_CODES = {401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}
+#: Anthropic's error ``type`` by HTTP status (its API reference's error table).
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
 
 
 def _error_type(status: int, code: str | None) -> str:
@@ -546,7 +662,7 @@ def _conversation_key(headers: Any, body: Mapping[str, Any], endpoint: str) -> s
         value = headers.get(name)
         if value:
             return f"thread:{value}"
-    messages = body.get("messages") if endpoint == "chat/completions" else body.get("input")
+    messages = body.get("messages") if endpoint in ("chat/completions", "messages", "messages/count_tokens") else body.get("input")
     if isinstance(messages, str):
         return "user:" + hashlib.sha256(messages.encode()).hexdigest()[:16]
     for message in messages or []:
@@ -574,12 +690,21 @@ def _offered_tools(body: Mapping[str, Any], endpoint: str) -> list[tuple[str | N
             for inner in tool.get("tools") or []:
                 if isinstance(inner, Mapping) and inner.get("type", "function") == "function" and inner.get("name"):
                     offered.append((tool.get("name"), inner["name"]))
+        elif endpoint == "messages" and tool.get("type", "custom") == "custom" and tool.get("name"):
+            offered.append((None, str(tool["name"])))  # Anthropic: {name, description, input_schema}
         elif tool.get("type") == "function":
             name = tool.get("name") if endpoint == "responses" else None
             name = name or (tool.get("function") or {}).get("name")
             if name:
                 offered.append((None, name))
     return offered
+
+
+def _structured_output(body: Mapping[str, Any]) -> bool:
+    """Whether a Responses request asks for structured output (``text.format`` ``json_schema``)."""
+    text = body.get("text") if isinstance(body.get("text"), Mapping) else {}
+    form = text.get("format") if isinstance(text.get("format"), Mapping) else {}
+    return form.get("type") == "json_schema"
 
 
 def _code_mode_tools(body: Mapping[str, Any]) -> dict[str, bool] | None:
@@ -610,10 +735,11 @@ def _code_call_source(call: str, arguments: Mapping[str, Any], declared: Mapping
     return f"text(JSON.stringify(await tools.{function}({literal})));"
 
 
-def _find_tool(call: str, offered: list[tuple[str | None, str]], server: str) -> tuple[str | None, str] | None:
+def _find_tool(call: str, offered: list[tuple[str | None, str]], server: str, *, fold_case: bool = True) -> tuple[str | None, str] | None:
     """Resolve a script's bare tool name: codex's ``mcp__<server>`` namespace first, then an
-    exact flat name, opencode's ``<server>_<call>``, a flat ``mcp__<server>__<call>``, and
-    finally the same name in any other namespace."""
+    exact flat name, opencode's ``<server>_<call>``, a flat ``mcp__<server>__<call>`` (Claude
+    Code), the same name in any other namespace, and with ``fold_case`` a flat name differing
+    only in case."""
     preferences = [
         (f"mcp__{server}", call),
         (None, call),
@@ -626,6 +752,9 @@ def _find_tool(call: str, offered: list[tuple[str | None, str]], server: str) ->
     for namespace, name in offered:
         if namespace and name == call:
             return namespace, name
+    for namespace, name in offered:
+        if fold_case and namespace is None and name.lower() == call.lower():
+            return namespace, name  # Claude Code's ``Bash`` for a script's ``bash``
     return None
 
 
@@ -749,6 +878,64 @@ def _response_events(
     return events
 
 
+def _message_events(
+    owner: ScriptedModelServer, model: str, outputs: list[_Text | _Call | _CodeCall], usage: Mapping[str, int]
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """Anthropic Messages: ``(the non-streaming message, [(event type, payload), ...])``.
+
+    Usage follows Anthropic: ``input_tokens`` is the *uncached* input, ``cache_read_input_tokens``
+    the cached part, ``output_tokens`` includes thinking (there is no separate count). A code-mode
+    call has no Messages form and is sent as text."""
+    message_id = owner._new_id("msg")
+    content: list[dict[str, Any]] = []
+    events: list[tuple[str, dict[str, Any]]] = []
+    uncached = max(0, usage["input"] - usage["cachedInput"])
+    start_usage = {
+        "input_tokens": uncached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": usage["cachedInput"],
+        "output_tokens": 1,
+    }
+    head = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": None}
+    events.append(("message_start", {"type": "message_start", "message": {**head, "stop_sequence": None, "usage": start_usage}}))
+    events.append(("ping", {"type": "ping"}))
+    for index, output in enumerate(outputs):
+        if isinstance(output, _Call):
+            block = {"type": "tool_use", "id": owner._new_id("toolu"), "name": output.name, "input": json.loads(output.arguments)}
+            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": dict(block, input={})}))
+            for piece in _pieces(output.arguments):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+        else:
+            text = output.source if isinstance(output, _CodeCall) else output.text
+            block = {"type": "text", "text": text}
+            events.append(
+                ("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            )
+            for piece in _pieces(text):
+                delta = {"type": "text_delta", "text": piece}
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        content.append(block)
+    stop_reason = "tool_use" if any(isinstance(o, _Call) for o in outputs) else "end_turn"
+    output_tokens = usage["output"] + usage["reasoning"]
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+        "usage": {"output_tokens": output_tokens},
+    }
+    events.append(("message_delta", delta))
+    events.append(("message_stop", {"type": "message_stop"}))
+    message = {
+        **head,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {**start_usage, "output_tokens": output_tokens},
+    }
+    return message, events
+
+
 def _chat_chunks(
     owner: ScriptedModelServer, model: str, outputs: list[_Text | _Call | _CodeCall], usage: Mapping[str, int]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -808,9 +995,9 @@ def _chat_chunks(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m runs.harness.scripted_model --scripts DIR [--port N] [--host 127.0.0.1]``:
+    """``python -m runs.executors.live.scripted_model --scripts DIR [--port N] [--host 127.0.0.1]``:
     print the root URL on stdout, serve until SIGTERM or SIGINT, exit 0 (2 for bad scripts)."""
-    parser = argparse.ArgumentParser(prog="python -m runs.harness.scripted_model", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m runs.executors.live.scripted_model", description=__doc__.splitlines()[0])
     parser.add_argument("--scripts", required=True, help="directory of *.json scripts")
     parser.add_argument("--port", type=int, default=0, help="port on loopback (0 = any free port)")
     parser.add_argument("--host", default="127.0.0.1", help="IPv4 loopback address")

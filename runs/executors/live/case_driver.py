@@ -1,9 +1,9 @@
-"""The case driver: plays the human side of a workflow case against a runtime (issue 4 §2).
+"""The case driver: plays the human side of a workflow case against a runtime.
 
 Runtime-neutral. :func:`run_case` interprets the case's ``steps`` in order — it never branches on
-the case id — against a :class:`~runs.harness.contracts.Driver` (the runtime under test) and the
-execution's control plane (``runs.harness.controlplane.ControlPlane``), then returns the
-:class:`~runs.harness.contracts.Evidence` the observer (``runs.harness.observe``) judges.
+the case id — against a :class:`~runs.executors.live.contracts.Driver` (the runtime under test) and the
+execution's control plane (``runs.executors.live.controlplane.ControlPlane``), then returns the
+:class:`~runs.executors.live.contracts.Evidence` the observer (``runs.executors.live.observe``) judges.
 
 Vocabulary. A **run** is one wake of the agent on the source task (``ControlPlane.begin_run`` with
 a wake reason … ``end_run`` with a status); a run holds one or more **turns** (one
@@ -11,7 +11,7 @@ a wake reason … ``end_run`` with a status); a run holds one or more **turns** 
 interaction, a rejected review, a queued steer and a resolved blocker; a restart and the one
 missing-result reminder continue the *same* run in a new turn.
 
-Steps (upstream-spec §1) and what the driver does — the exact table is in
+Steps (``schedules/case_schema.py``) and what the driver does — the exact table is in
 ``docs/live-evaluation.md``:
 
 * ``run_start`` {taskMode ask|execute|plan} — run ``start`` with the prompt plus the mode's
@@ -51,7 +51,7 @@ Afterwards: when the agent never produced a result and no step remains that woul
 reminder turn in the same run (the reference's bounded missing-result recovery); then
 ``run.presentation.resolved`` {responseSource} (or ``run.presentation.placeholder``) and
 ``run.terminal`` {status}. No new turn starts once the budget guard recorded a stop or a total
-reached its limit (upstream-spec §6.3), after a cancel, or after a turn failed or timed out.
+reached its limit (``runs/executors/live/budgets.py``), after a cancel, or after a turn failed or timed out.
 
 Harness events emitted here (``source="harness"``): ``run.started`` {runId, wakeReason},
 ``run.ended`` {runId, status}, ``interaction.resolved`` {interactionId, kind, partial},
@@ -70,8 +70,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from runs.harness.budgets import BudgetGuard
-from runs.harness.contracts import (
+from runs.executors.live.budgets import BudgetGuard
+from runs.executors.live.contracts import (
     PERMISSION_DECISIONS,
     CanonicalEvent,
     Driver,
@@ -81,7 +81,7 @@ from runs.harness.contracts import (
     TurnOutcome,
     Usage,
 )
-from runs.harness.observe import (
+from runs.executors.live.observe import (
     first_visible_progress_at,
     is_assistant_text,
     presentation_markers,
@@ -105,10 +105,7 @@ REJECT_NOTE = (
     "verification, state its outcome, then ask for review again."
 )
 APPROVE_NOTE = "Approved."
-STEER_TEXT = (
-    "Operator follow-up ({steer_id}): present the result as bullet points only, and call finish_task "
-    "exactly once."
-)
+STEER_TEXT = "Operator follow-up ({steer_id}): present the result as bullet points only, and call finish_task exactly once."
 RESTART_TEXT = (
     "The worker restarted and your session was restored from its checkpoint. Reuse the progress "
     "already recorded on task-1 (get_task_context); do not repeat work. If task-1 has no result yet, "
@@ -121,8 +118,7 @@ REMINDER_TEXT = (
 CHILD_SUMMARY = "Delegated child {task_id} completed by the {provider} agent; its result is recorded on {task_id}."
 
 #: Steps that act inside the active turn of the run just woken.
-_DURING = {("steer", "active_turn"), ("cancel", None), ("process_restart", "provider_turn"),
-           ("process_restart", "semantic_result")}
+_DURING = {("steer", "active_turn"), ("cancel", None), ("process_restart", "provider_turn"), ("process_restart", "semantic_result")}
 #: Steps that would wake the agent later (the reminder waits for them).
 _WAKING = {"interaction_response", "review_decision", "child_completion"}
 
@@ -141,7 +137,7 @@ def _is_waking(step: Mapping[str, Any]) -> bool:
 
 
 class CaseCallbacks:
-    """The :class:`~runs.harness.contracts.DriverCallbacks` of one execution.
+    """The :class:`~runs.executors.live.contracts.DriverCallbacks` of one execution.
 
     ``on_runtime_request`` answers the k-th approval request with the k-th ``permission_decision``
     of the case (``allow_once`` beyond them; after ``accept_for_session`` the session stays
@@ -170,7 +166,7 @@ class CaseCallbacks:
         self.driver = driver
 
     def on_runtime_request(self, request: RuntimeRequest) -> str:
-        """Returns one of :data:`~runs.harness.contracts.PERMISSION_DECISIONS`."""
+        """Returns one of :data:`~runs.executors.live.contracts.PERMISSION_DECISIONS`."""
         with self._lock:
             index = len(self.requests)
             if index < len(self._decisions):
@@ -186,14 +182,16 @@ class CaseCallbacks:
         """``usage`` is the execution's cumulative usage so far."""
         if self.budget_guard.update(usage):
             self.events.emit(
-                "candidate.budget.stop", source="harness", turn_id=turn_id,
+                "candidate.budget.stop",
+                source="harness",
+                turn_id=turn_id,
                 data={"message": self.budget_guard.stop_message or ""},
             )
             driver = self.driver
             if driver is not None:
                 thread = threading.Thread(target=self._interrupt, args=(driver,), daemon=True)
+                thread.start()  # started before join() can see it (joining an unstarted thread raises)
                 self._interrupt_threads.append(thread)
-                thread.start()
 
     def _interrupt(self, driver: Driver) -> None:
         try:
@@ -202,7 +200,7 @@ class CaseCallbacks:
             self.interrupt_error = error
 
     def join(self, timeout_s: float = 10.0) -> None:
-        """Wait for pending budget interrupts (upstream-spec §6 step 7)."""
+        """Wait for pending budget interrupts (a budget stop interrupts the turn before the case goes on)."""
         for thread in self._interrupt_threads:
             thread.join(timeout_s)
 
@@ -268,7 +266,7 @@ class _CaseRun:
         budget_guard: BudgetGuard,
         callbacks: CaseCallbacks,
         mode_instructions: Mapping[str, str],
-        activity_wait_ms: int,
+        activity_wait_ms: int | None,
     ) -> None:
         self.execution_id = execution_id
         self.case = case
@@ -280,9 +278,9 @@ class _CaseRun:
         self.guard = budget_guard
         self.callbacks = callbacks
         self.mode_instructions = mode_instructions
-        self.activity_wait_ms = activity_wait_ms
         budget = candidate.get("budget") or {}
         self.max_latency_ms = int(budget.get("maxLatencyMs") or DEFAULT_MAX_LATENCY_MS)
+        self.activity_wait_ms = self.max_latency_ms if activity_wait_ms is None else activity_wait_ms
         self.turns: list[TurnOutcome] = []
         self.notes: list[str] = []
         self.run_id: str | None = None
@@ -322,8 +320,14 @@ class _CaseRun:
     @staticmethod
     def _activity(events: list[CanonicalEvent]) -> bool:
         return any(
-            e.type in ("tool.execution.completed", "run.progress.reported", "research.completed",
-                       "file.change.completed", "runtime_request.resolved")
+            e.type
+            in (
+                "tool.execution.completed",
+                "run.progress.reported",
+                "research.completed",
+                "file.change.completed",
+                "runtime_request.resolved",
+            )
             or (is_assistant_text(e) and e.data["text"].strip())
             for e in events
         )
@@ -371,14 +375,21 @@ class _CaseRun:
         self.last_run_status = status
         self.run_id = None
 
-    def _wake(self, wake_reason: str, text: str, during: list[Mapping[str, Any]], finals: list[Mapping[str, Any]],
-              remaining: Sequence[Mapping[str, Any]]) -> None:
+    def _wake(
+        self,
+        wake_reason: str,
+        text: str,
+        during: list[Mapping[str, Any]],
+        finals: list[Mapping[str, Any]],
+        remaining: Sequence[Mapping[str, Any]],
+    ) -> None:
         news, self.undelivered = self.undelivered, []
         self._open_run(wake_reason)
         self._run_turns("\n\n".join([*news, text]), during, finals, remaining)
 
-    def _run_turns(self, text: str, during: list[Mapping[str, Any]], finals: list[Mapping[str, Any]],
-                   remaining: Sequence[Mapping[str, Any]]) -> None:
+    def _run_turns(
+        self, text: str, during: list[Mapping[str, Any]], finals: list[Mapping[str, Any]], remaining: Sequence[Mapping[str, Any]]
+    ) -> None:
         """Play the run's turn(s), then its finalization restarts, then end it once."""
         try:
             outcome = self._turn(text, during)
@@ -393,7 +404,7 @@ class _CaseRun:
                 self.reminded = True
                 self._check_budget()
                 self._turn(REMINDER_TEXT, [])
-            for step in finals:
+            for _ in finals:
                 self._restart("finalization", None)
         except _Stop:
             pass
@@ -435,13 +446,17 @@ class _CaseRun:
         for step in during:
             key = _step_key(step)
             if key == ("steer", "active_turn"):
-                self._wait_for(lambda evs: self._turn_ended(evs) or any(e.type == "turn.started" for e in evs),
-                               since, self.activity_wait_ms)
+                self._wait_for(
+                    lambda evs: self._turn_ended(evs) or any(e.type == "turn.started" for e in evs), since, self.activity_wait_ms
+                )
                 self._steer_active(step, ended=self._turn_ended(self.events.events()[since:]))
             elif key == ("cancel", None):
                 permissions = len([s for s in self.case.get("steps", ()) if s.get("kind") == "permission_decision"])
-                self._wait_for(lambda evs: self._turn_ended(evs) or self._activity_after_permissions(evs, permissions),
-                               since, self.activity_wait_ms)
+                self._wait_for(
+                    lambda evs, permissions=permissions: self._turn_ended(evs) or self._activity_after_permissions(evs, permissions),
+                    since,
+                    self.activity_wait_ms,
+                )
                 actor = str(step.get("actor") or "operator")
                 self._emit("run.cancel.requested", actor=actor)
                 self.driver.interrupt()
@@ -451,9 +466,11 @@ class _CaseRun:
                 if key[1] == "provider_turn":
                     trigger = self._activity
                 else:
+
                     def trigger(evs: list[CanonicalEvent]) -> bool:
                         return any(e.type == "run.result.proposed" for e in evs)
-                self._wait_for(lambda evs: self._turn_ended(evs) or trigger(evs), since, self.max_latency_ms)
+
+                self._wait_for(lambda evs, trigger=trigger: self._turn_ended(evs) or trigger(evs), since, self.max_latency_ms)
                 if self._turn_ended(self.events.events()[since:]):
                     outcome = self._collect(turn_id, started)
                     self._restart(key[1], None)
@@ -461,8 +478,13 @@ class _CaseRun:
                         return outcome
                 else:
                     self.turns.append(
-                        TurnOutcome(turn_id=turn_id, status="interrupted", started_ms=started,
-                                    ended_ms=self.events.now_ms(), error="process restarted by the harness")
+                        TurnOutcome(
+                            turn_id=turn_id,
+                            status="interrupted",
+                            started_ms=started,
+                            ended_ms=self.events.now_ms(),
+                            error="process restarted by the harness",
+                        )
                     )
                     self._restart(key[1], turn_id)
                 self._check_budget()
@@ -503,13 +525,13 @@ class _CaseRun:
             self.notes.append(f"{steer_id}: no active turn to steer; skipped")
             return
         text = STEER_TEXT.format(steer_id=steer_id)
-        self._emit("turn.steering.delivered", steerId=steer_id, delivery="active_turn", attempt=1,
-                   duplicate=False, forwarded=True)
+        self._emit("turn.steering.delivered", steerId=steer_id, delivery="active_turn", attempt=1, duplicate=False, forwarded=True)
         acknowledged = bool(self.driver.steer(text))
         if step.get("duplicate"):
             # The same steer id again: idempotent by id, forwarded only if the first was not acknowledged.
-            self._emit("turn.steering.delivered", steerId=steer_id, delivery="active_turn", attempt=2,
-                       duplicate=True, forwarded=not acknowledged)
+            self._emit(
+                "turn.steering.delivered", steerId=steer_id, delivery="active_turn", attempt=2, duplicate=True, forwarded=not acknowledged
+            )
             if not acknowledged:
                 self.driver.steer(text)
 
@@ -542,11 +564,9 @@ class _CaseRun:
                     self._open_run("steer")
                 except _Stop:
                     break
-                self._emit("turn.steering.delivered", steerId=steer_id, delivery="queued", attempt=1,
-                           duplicate=False, forwarded=True)
+                self._emit("turn.steering.delivered", steerId=steer_id, delivery="queued", attempt=1, duplicate=False, forwarded=True)
                 if step.get("duplicate"):
-                    self._emit("turn.steering.delivered", steerId=steer_id, delivery="queued", attempt=2,
-                               duplicate=True, forwarded=False)
+                    self._emit("turn.steering.delivered", steerId=steer_id, delivery="queued", attempt=2, duplicate=True, forwarded=False)
                 text = "\n\n".join([*news, STEER_TEXT.format(steer_id=steer_id)])
                 self._run_turns(text, during, finals, steps[next_index:])
                 index = next_index
@@ -562,8 +582,7 @@ class _CaseRun:
                 self.notes.append(f"step {index} ({kind}) has no active turn to act in; skipped")
                 index += 1
 
-    def _open_run_safely(self, reason: str, text: str, during: list, finals: list,
-                         remaining: Sequence[Mapping[str, Any]]) -> None:
+    def _open_run_safely(self, reason: str, text: str, during: list, finals: list, remaining: Sequence[Mapping[str, Any]]) -> None:
         try:
             self._open_run(reason)
         except _Stop:
@@ -624,8 +643,9 @@ class _CaseRun:
             if target is not None and target.get("status") == "pending" and target["id"] not in touched:
                 note = REJECT_NOTE if decision == "reject" else APPROVE_NOTE
                 self.cp.decide_review(target["id"], decision, note)
-                self._emit("review.rejected" if decision == "reject" else "review.approved",
-                           interactionId=target["id"], target="interaction")
+                self._emit(
+                    "review.rejected" if decision == "reject" else "review.approved", interactionId=target["id"], target="interaction"
+                )
                 touched.add(target["id"])
                 woke_something = True
                 rejected = rejected or decision == "reject"
@@ -754,7 +774,7 @@ def run_case(
     attempt: int = 1,
     callbacks: CaseCallbacks | None = None,
     mode_instructions: Mapping[str, str] | None = None,
-    activity_wait_ms: int = 10_000,
+    activity_wait_ms: int | None = None,
 ) -> Evidence:
     """Play ``case`` against ``driver`` and ``control_plane`` and return the evidence.
 
@@ -763,7 +783,7 @@ def run_case(
     per-turn timeout in ms); ``prompt`` the case prompt (the ``run_start`` task mode's instruction
     from ``mode_instructions``, default :data:`MODE_INSTRUCTIONS`, is appended); ``events`` the
     execution's log (the driver and the control plane emit into it too); ``budget_guard`` the
-    execution's :class:`~runs.harness.budgets.BudgetGuard`; ``trace`` the trace recorder (its
+    execution's :class:`~runs.executors.live.budgets.BudgetGuard`; ``trace`` the trace recorder (its
     ``summary()`` becomes ``Evidence.trace``) or a ready summary mapping, or ``None``;
     ``attempt`` the executor's attempt number (1-based).
 
@@ -772,7 +792,10 @@ def run_case(
     the driver to it so a budget stop can interrupt the turn. Without one, a new one is made and
     set as ``driver.callbacks`` (for drivers that read that attribute, such as test doubles).
     ``activity_wait_ms`` bounds how long a ``cancel``/``provider_turn`` restart step waits for
-    the active turn's first activity before acting anyway.
+    the active turn's first activity (and an ``active_turn`` steer for the turn to start) before
+    acting anyway; ``None`` (the default) waits as long as the turn may last, the candidate's
+    ``maxLatencyMs`` — a runtime's first turn can take several seconds to show anything
+    (opencode initialises its tools lazily: 5-10 s on a loaded machine).
 
     The driver is started here and **not** closed (the caller owns it). Errors: whatever the
     driver raises (``InfrastructureError``) propagates; so does an error of the budget interrupt.
@@ -797,7 +820,9 @@ def run_case(
         activity_wait_ms=activity_wait_ms,
     )
     try:
+        started = events.now_ms()
         driver.start()
+        start_ms = events.now_ms() - started
         if "rejected" in ((case.get("assertions") or {}).get("trace") or {}).get("dispositions", []):
             # A clean run never shows a rejected frame; the case asks for one (Driver.probe_rejection).
             probe = getattr(driver, "probe_rejection", None)
@@ -811,6 +836,7 @@ def run_case(
     if callbacks.interrupt_error is not None:
         raise callbacks.interrupt_error
     evidence.attempt = attempt
+    evidence.start_ms = start_ms
     if trace is not None:
         evidence.trace = dict(trace.summary()) if hasattr(trace, "summary") else dict(trace)
     return evidence

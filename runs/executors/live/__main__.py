@@ -1,14 +1,17 @@
-"""python -m runs.harness run-case CASE_ID: one live execution, without the database.
+"""python -m runs.executors.live run-case CASE_ID: one live execution, without the database.
 
-Runs the same code as a live executor (``runs.harness.session``) for one case and one candidate of
+Runs the same code as a live executor (``runs.executors.live.session``) for one case and one candidate of
 the bundled reference manifest, against a real runtime, and writes the observation (or the
 infrastructure failure) as JSON. With ``--scripts DIR`` a scripted model server on loopback plays
 ``DIR/<script>.json`` (default: the case id), so the run needs no network — the end-to-end tests
 run it inside a loopback-only network namespace. The result is labelled ``"scripted": true``.
 
-Exit status: 0 when an observation or an infrastructure failure was written, 2 for bad arguments
-(an unknown case or candidate, malformed --budget or --price, an unwritable output path, a missing
-scripts directory or script, a required variable that is not set).
+Exit status: 0 when an observation was written, 3 when an infrastructure failure was written (the
+provider unreachable, the runtime missing: a script sees that it measured nothing), 2 for bad
+arguments (an unknown case or candidate, malformed --budget or --price, an unwritable output path,
+a missing scripts directory or script, a required variable that is not set), 130 when Ctrl-C or
+SIGTERM stopped it (the runtime's process group is killed first and the result says
+``"interrupted"``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REFERENCE_DATA = Path(__file__).resolve().parent.parent.parent / "evalhub" / "reference_data"
+REFERENCE_DATA = Path(__file__).resolve().parents[3] / "evalhub" / "reference_data"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
@@ -45,7 +48,7 @@ def _reference_candidate(candidate_id: str) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m runs.harness", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m runs.executors.live", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run-case", help="run one workflow case through a real runtime")
     run.add_argument("case_id", help="a workflow case id, e.g. final-response")
@@ -73,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
 
     django.setup()
     from evalhub.conf import evalhub_setting
+    from evalhub.interrupts import terminate_as_interrupt
     from runs.executors.base import InfrastructureError
-    from runs.harness.contracts import ProviderConfig
-    from runs.harness.providers import provider_for
-    from runs.harness.session import run_live_execution
+    from runs.executors.live.executor import configured_binary, configured_provider, driver_options, scripted_provider_for
+    from runs.executors.live.session import run_live_execution
 
     parser = _parser()
     args = parser.parse_args(argv)
@@ -101,43 +104,46 @@ def main(argv: list[str] | None = None) -> int:
         )
     server = None
     if scripts is not None:
-        from runs.harness.scripted_model import ScriptedModelServer
+        from runs.executors.live.scripted_model import ScriptedModelServer
 
         name = args.script or args.case_id
         server = ScriptedModelServer(scripts)
         root = server.start()
-        provider = ProviderConfig(
-            profile="scripted",
-            base_url=f"{root}/scripts/{name}/v1",
-            wire_api="responses",
-            env_key=names[0] if names else None,
-            scripted=True,
-        )
+        provider = scripted_provider_for(candidate, _driver_for(candidate), f"{root}/scripts/{name}/v1")
     else:
-        provider = provider_for(candidate)
+        provider = configured_provider(candidate)
     required = {name: os.environ.get(name, "") for name in names}
     result: dict[str, Any] = {"caseId": case["id"], "candidateId": candidate["id"], "scripted": provider.scripted}
     artifacts: list[Any] = []
+    interrupted = None
     try:
-        live = run_live_execution(
-            execution_id=args.execution_id,
-            case=case,
-            candidate=candidate,
-            prompt=case["prompt"],
-            provider=provider,
-            driver_factory=_driver_for(candidate),
-            required_environment=required,
-            allowlist=tuple(evalhub_setting("RUNTIME_ENV_ALLOWLIST") or ()),
-            trace_cap_bytes=int(evalhub_setting("TRACE_CAP_BYTES")),
-            attempt=args.attempt,
-            price=price,
-            artifact_sink=artifacts.append,
-        )
+        with terminate_as_interrupt():
+            live = run_live_execution(
+                execution_id=args.execution_id,
+                case=case,
+                candidate=candidate,
+                prompt=case["prompt"],
+                provider=provider,
+                driver_factory=(driver := _driver_for(candidate)),
+                binary=configured_binary(driver.runtime_key),
+                required_environment=required,
+                allowlist=tuple(evalhub_setting("RUNTIME_ENV_ALLOWLIST") or ()),
+                trace_cap_bytes=int(evalhub_setting("TRACE_CAP_BYTES")),
+                attempt=args.attempt,
+                price=price,
+                artifact_sink=artifacts.append,
+                driver_options=driver_options(driver),
+            )
         result["observation"] = live.observation
         result["error"] = None
+        result["timings"] = live.timings
     except InfrastructureError as error:
         result["observation"] = None
         result["error"] = {"code": error.code, "retryable": error.retryable, "message": error.message}
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the runtime's process group is already killed
+        interrupted = exc
+        result["observation"] = None
+        result["error"] = {"code": "interrupted", "retryable": True, "message": f"interrupted ({exc or 'Ctrl-C'}): nothing was measured"}
     finally:
         if server is not None:
             result["modelRequests"] = len(server.requests)
@@ -162,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(text)
     else:
         sys.stdout.write(text + "\n")
-    return 0
+    if interrupted is not None:
+        return 130
+    return 3 if result["error"] is not None else 0
 
 
 def _positive_int(text: str) -> int:
@@ -212,7 +220,7 @@ def _budget(text: str, budget: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scripts(directory: Path, name: str) -> dict[str, Any]:
-    from runs.harness.script_schema import load_scripts_dir
+    from runs.executors.live.script_schema import load_scripts_dir
 
     scripts = load_scripts_dir(directory)  # ValueError naming the bad script or missing directory
     if name not in scripts:
@@ -224,7 +232,7 @@ def _price(text: str, model: str) -> Any:
     """``--price`` JSON (USD per million tokens; missing fields are 0) → ``pricing.Price``."""
     from decimal import Decimal
 
-    from runs.harness.pricing import Price
+    from runs.executors.live.pricing import Price
 
     fields = _json_object(text, "--price")
     if set(fields) - {"input", "cachedInput", "output", "reasoning"}:
@@ -248,7 +256,7 @@ def _driver_for(candidate: dict[str, Any]) -> Any:
     from runs.executors import executor_paths
 
     executor_class = import_string(executor_paths()[candidate["adapter"]])
-    return executor_class().driver_factory()
+    return executor_class().driver_factory(candidate)
 
 
 if __name__ == "__main__":

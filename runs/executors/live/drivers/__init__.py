@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from importlib import import_module
 
-#: Runtime key → dotted path of its :class:`runs.harness.contracts.Driver` subclass.
+#: Runtime key → dotted path of its :class:`runs.executors.live.contracts.Driver` subclass.
 DRIVERS: dict[str, str] = {
-    "codex": "runs.harness.drivers.codex.CodexAppServerDriver",
+    "codex": "runs.executors.live.drivers.codex.CodexAppServerDriver",
+    "opencode": "runs.executors.live.drivers.opencode.OpencodeServerDriver",
 }
 
 

@@ -1,18 +1,18 @@
 """Evidence → observation: what one live execution recorded, judged against its case.
 
-Pure: no clock, no I/O, no Django. :func:`observe` turns :class:`~runs.harness.contracts.Evidence`
+Pure: no clock, no I/O, no Django. :func:`observe` turns :class:`~runs.executors.live.contracts.Evidence`
 into a ``paperclip.runner.workflow-observation.v1`` document that passes
-``runs.observation_schema.validate_observation`` and is scored by ``runs.scoring``.
+``runs.evaluation.observation_schema.validate_observation`` and is scored by ``runs.evaluation.scoring``.
 
-The document carries every check the reference's live path makes (upstream-spec §6.1, same ids,
+The document carries every check the reference's live path makes (the reference live executor's checks, same ids,
 same pass rules) **plus** one check per case assertion the reference never evaluates live
-(issue 4 §4). The derivations (run status, issue status, semantic disposition, recovery owner,
+(docs/live-evaluation.md). The derivations (run status, issue status, semantic disposition, recovery owner,
 response source, comment count, presentation markers, activity families) are documented with
 tables in ``docs/live-evaluation.md``; the helpers here (:func:`presentation_markers`,
 :func:`response_source`, :func:`recovery_owner`, :func:`activity_families`) are the single
 implementation both the case driver and the observer use.
 
-Events are :class:`~runs.harness.contracts.CanonicalEvent` objects (``type``, ``source``,
+Events are :class:`~runs.executors.live.contracts.CanonicalEvent` objects (``type``, ``source``,
 ``at_ms``, ``data``); the board is ``ControlPlane.snapshot()``.
 """
 
@@ -21,17 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from runs.harness.budgets import budget_limits, budget_verdict
-from runs.harness.contracts import CanonicalEvent, Evidence
-from runs.observations import OBSERVATION_SCHEMA
+from runs.evaluation.observations import OBSERVATION_SCHEMA, provenance
+from runs.executors.live.budgets import budget_limits, budget_verdict
+from runs.executors.live.contracts import CanonicalEvent, Evidence
 
 SOURCE_TASK = "task-1"
 
-#: Event types that are the agent's *visible progress* (upstream-spec §6 step 4: the first
+#: Event types that are the agent's *visible progress* (the reference's live executor: the first
 #: delta/activity): streamed or completed assistant text, a progress report, a tool starting.
-VISIBLE_PROGRESS_TYPES = frozenset(
-    {"assistant.message.delta", "run.progress.reported", "tool.execution.started", "research.completed"}
-)
+VISIBLE_PROGRESS_TYPES = frozenset({"assistant.message.delta", "run.progress.reported", "tool.execution.started", "research.completed"})
 #: Event types that are the agent's tool *activity* (presentation marker ``activity``).
 ACTIVITY_TYPES = frozenset(
     {
@@ -45,8 +43,7 @@ ACTIVITY_TYPES = frozenset(
 #: Control-plane mutations that are *not* a verification-only revision (plans, documents,
 #: delegation, dependencies, blocking) — any of them after a rejection forbids ``verification-only``.
 NON_VERIFICATION_TYPES = frozenset(
-    {"plan.updated", "document.updated", "delegation.created", "task.dependencies.updated", "task.blocked",
-     "file.change.completed"}
+    {"plan.updated", "document.updated", "delegation.created", "task.dependencies.updated", "task.blocked", "file.change.completed"}
 )
 #: Sources whose events count for activity families (harness bookkeeping does not).
 ACTIVITY_SOURCES = frozenset({"runtime", "control_plane"})
@@ -96,7 +93,7 @@ def activity_families(events: Iterable[CanonicalEvent]) -> list[str]:
 
     A family is the event type without its last segment, dots as underscores
     (``tool.execution.completed`` → ``tool_execution``, ``research.completed`` → ``research``);
-    a one-segment type is its own family (upstream-spec §1 ``requiredActivityFamilies``).
+    a one-segment type is its own family (the case assertion ``requiredActivityFamilies``).
     """
     families: list[str] = []
     for event in events:
@@ -248,9 +245,7 @@ def presentation_markers(events: Sequence[CanonicalEvent], board: Mapping[str, A
             if not delegated:
                 add("same-issue")
             add("parent-final")
-        elif kind in ("turn.interrupted", "run.cancel.requested") or (
-            kind == "run.terminal" and data.get("status") == "cancelled"
-        ):
+        elif kind in ("turn.interrupted", "run.cancel.requested") or (kind == "run.terminal" and data.get("status") == "cancelled"):
             add("stopped")
         elif kind == "run.presentation.resolved":
             add("final")
@@ -283,9 +278,7 @@ def _check(check_id: str, passed: bool, reason: str, evidence_ids: Sequence[str]
     return check
 
 
-def _expect(
-    checks: list[dict[str, Any]], assertions: Mapping[str, Any], key: str, check_id: str, observed: Any, reason: str
-) -> None:
+def _expect(checks: list[dict[str, Any]], assertions: Mapping[str, Any], key: str, check_id: str, observed: Any, reason: str) -> None:
     """Append ``check_id`` when the case asserts ``key``: passes when ``observed`` equals the
     asserted value; ``reason`` is formatted with ``observed`` and ``expected``."""
     if key in assertions:
@@ -317,8 +310,11 @@ def _trace_lineage(trace: Mapping[str, Any] | None) -> dict[str, Any]:
     return lineage
 
 
-def observe(evidence: Evidence) -> dict[str, Any]:
+def observe(evidence: Evidence, *, scripted: bool = False) -> dict[str, Any]:
     """The observation document of one live execution (``paperclip.runner.workflow-observation.v1``).
+
+    ``scripted``: the model was evalhub's scripted model, and ``base.provenance`` says so
+    (``runs.evaluation.observations.provenance``: source ``fixture``, never ``live_model``).
 
     ``evidence.case`` is the case document (``id``, ``steps``, ``assertions``),
     ``evidence.candidate`` the candidate document (``id``, ``provider``, ``budget`` with
@@ -339,7 +335,7 @@ def observe(evidence: Evidence) -> dict[str, Any]:
     events = list(evidence.events)
     event_types = [event.type for event in events]
 
-    # --- snapshot facts (upstream-spec §6.1) --------------------------------------------
+    # --- snapshot facts (the reference live executor's checks) --------------------------------------------
     tool_calls = list(board.get("toolCalls", ()))
     calls = [str(call.get("operation")) for call in tool_calls]
     read_only = {str(call.get("operation")) for call in tool_calls if call.get("readOnly")}
@@ -388,8 +384,10 @@ def observe(evidence: Evidence) -> dict[str, Any]:
         _check(
             "terminal-authority",
             terminal_okay,
-            "no turn was interrupted or cancelled" if cancel_case
-            else "turns did not all complete: " + ", ".join(f"{t.turn_id} {t.status}" for t in turns) if turns
+            "no turn was interrupted or cancelled"
+            if cancel_case
+            else "turns did not all complete: " + ", ".join(f"{t.turn_id} {t.status}" for t in turns)
+            if turns
             else "no runtime turn ran",
         )
     )
@@ -491,9 +489,7 @@ def observe(evidence: Evidence) -> dict[str, Any]:
         )
     if case_steps(case, "steer"):
         delivered = _unique(
-            str(e.data.get("steerId"))
-            for e in events
-            if e.type == "turn.steering.delivered" and e.data.get("delivery") == "active_turn"
+            str(e.data.get("steerId")) for e in events if e.type == "turn.steering.delivered" and e.data.get("delivery") == "active_turn"
         )
         acks = event_types.count("turn.steering.acknowledged")
         continuation.append(
@@ -542,11 +538,19 @@ def observe(evidence: Evidence) -> dict[str, Any]:
         ),
     ]
     _expect(
-        presentation, assertions, "commentCount", "comment-count", len(comments),
+        presentation,
+        assertions,
+        "commentCount",
+        "comment-count",
+        len(comments),
         "{observed} comment(s) on the source task, expected {expected}",
     )
     _expect(
-        presentation, assertions, "responseSource", "response-source", source_of_response,
+        presentation,
+        assertions,
+        "responseSource",
+        "response-source",
+        source_of_response,
         "response source is {observed}, expected {expected}",
     )
     if "orderedMarkers" in assertions:
@@ -572,9 +576,7 @@ def observe(evidence: Evidence) -> dict[str, Any]:
     wake_reasons = [run.get("wakeReason") for run in runs if run.get("wakeReason") not in (None, "start")]
     consumed = [i.get("id") for i in board.get("interactions", ()) if i.get("status") != "pending"]
     consumed += _unique(str(e.data.get("steerId")) for e in events if e.type == "turn.steering.delivered")
-    terminal_label = (
-        "Stopped" if issue_status == "cancelled" else "Completed" if classification == "completed" else "Needs attention"
-    )
+    terminal_label = "Stopped" if issue_status == "cancelled" else "Completed" if classification == "completed" else "Needs attention"
     efficiency: dict[str, Any] = {"latencyMs": evidence.wall_ms, "totalTokens": tokens, "attempts": attempts}
     if cost is not None:
         efficiency["costUsd"] = cost
@@ -591,7 +593,7 @@ def observe(evidence: Evidence) -> dict[str, Any]:
         trace["itemId"] = item_id
     base = {
         "caseId": case_id,
-        "provenance": {"source": "live_model", "behavior": case_id},
+        "provenance": provenance(case_id, scripted=scripted),
         "controlPlaneOwned": not expected,
         "expectedCalls": expected,
         "observedCalls": scorable,
@@ -599,9 +601,7 @@ def observe(evidence: Evidence) -> dict[str, Any]:
         "finalState": {"expected": "mutated" if expected else "unchanged", "observed": "mutated" if mutated else "unchanged"},
         "authorization": {
             "expected": "allowed" if expected else "absent",
-            "observed": "absent" if not calls
-            else "denied" if any(c.get("errorCode") == "not_allowed" for c in tool_calls)
-            else "allowed",
+            "observed": "absent" if not calls else "denied" if any(c.get("errorCode") == "not_allowed" for c in tool_calls) else "allowed",
         },
         "trace": trace,
         "efficiency": efficiency,

@@ -1,16 +1,16 @@
-"""The per-execution control plane: an isolated, thread-safe task board (issue 4 §1, upstream-spec §6).
+"""The per-execution control plane: an isolated, thread-safe task board (the control plane of docs/live-harness.md).
 
 One :class:`ControlPlane` per live execution holds everything the agent can see and change: the
 source task ``task-1`` (the case title, the case prompt as description), child tasks and their
 dependencies, comments, documents with revisions, human interactions, progress reports, the run
 result, the runs the harness opened, state revisions and idempotency keys. The agent reaches it
-only through :meth:`ControlPlane.call` with the typed operations of :mod:`runs.harness.operations`
-(served over MCP by :mod:`runs.harness.mcp_server`); the human side (the case driver) uses the
+only through :meth:`ControlPlane.call` with the typed operations of :mod:`runs.executors.live.operations`
+(served over MCP by :mod:`runs.executors.live.mcp_server`); the human side (the case driver) uses the
 other public methods.
 
 Every agent call is recorded as a tool call with a receipt id ``rcpt-<n>`` — whether it succeeded,
 was refused or replayed — and the board's changes emit canonical events through the execution's
-:class:`~runs.harness.contracts.EventLog` with ``source="control_plane"``. Event data carries ids,
+:class:`~runs.executors.live.contracts.EventLog` with ``source="control_plane"``. Event data carries ids,
 kinds and counts only; document bodies, prompts and summaries stay in :meth:`snapshot`.
 
 State history: the board starts at revision 1 with one ``board.created`` entry; every accepted
@@ -32,8 +32,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from runs.harness.contracts import EventLog
-from runs.harness.operations import (
+from runs.executors.live.contracts import EventLog
+from runs.executors.live.operations import (
     OPERATIONS,
     answer_problems,
     argument_problems,
@@ -167,8 +167,10 @@ class ControlPlane:
                 if name == "finish_task":
                     pending.append(("run.result.proposed", {"receiptId": receipt, "runId": run_id}))
                     pending.append(
-                        ("run.result.rejected", {"receiptId": receipt, "runId": run_id, "code": "schema_error",
-                                                 "problemCount": len(problems)})
+                        (
+                            "run.result.rejected",
+                            {"receiptId": receipt, "runId": run_id, "code": "schema_error", "problemCount": len(problems)},
+                        )
                     )
                 raise _Refused(
                     "schema_error",
@@ -186,8 +188,7 @@ class ControlPlane:
                 if first_name != name or first_core != core:
                     raise _Refused(
                         "conflict",
-                        f"idempotencyKey {key!r} was already used by {first_receipt} for a different call; "
-                        "use a new key for a new call.",
+                        f"idempotencyKey {key!r} was already used by {first_receipt} for a different call; use a new key for a new call.",
                     )
                 return self._accept(receipt, name, False, run_id, copy.deepcopy(first_result), duplicate=True)
             expected = arguments.get("expectedRevision")
@@ -219,9 +220,7 @@ class ControlPlane:
         error = {"code": refused.code, "message": refused.message, "details": list(refused.details)}
         return {"ok": False, "receiptId": receipt, "error": error}
 
-    def _record(
-        self, receipt: str, name: str, read_only: bool, run_id: str | None, outcome: str, code: str | None
-    ) -> None:
+    def _record(self, receipt: str, name: str, read_only: bool, run_id: str | None, outcome: str, code: str | None) -> None:
         self._tool_calls.append(
             {
                 "receiptId": receipt,
@@ -236,9 +235,7 @@ class ControlPlane:
 
     def _bump(self, operation: str, run_id: str | None, actor: str, task_id: str | None) -> None:
         self._revision += 1
-        self._history.append(
-            {"revision": self._revision, "operation": operation, "runId": run_id, "actor": actor, "taskId": task_id}
-        )
+        self._history.append({"revision": self._revision, "operation": operation, "runId": run_id, "actor": actor, "taskId": task_id})
 
     def _emit(self, pending: list[tuple[str, dict[str, Any]]]) -> None:
         for event_type, data in pending:
@@ -357,8 +354,10 @@ class ControlPlane:
             items=args.get("items"),
         )
         pending.append(
-            ("interaction.requested", {"interactionId": interaction["id"], "kind": args["kind"], "taskId": task["id"],
-                                       "receiptId": receipt})
+            (
+                "interaction.requested",
+                {"interactionId": interaction["id"], "kind": args["kind"], "taskId": task["id"], "receiptId": receipt},
+            )
         )
         return {
             "taskId": task["id"],
@@ -380,8 +379,7 @@ class ControlPlane:
             if self._run_result is not None and self._run_result["runId"] == run_id:
                 raise _Refused(
                     "conflict",
-                    f"This run already has an accepted result ({self._run_result['receiptId']}); "
-                    "finish_task is called once per run.",
+                    f"This run already has an accepted result ({self._run_result['receiptId']}); finish_task is called once per run.",
                 )
         except _Refused as refused:
             pending.append(("run.result.rejected", {"receiptId": receipt, "runId": run_id, "code": refused.code}))
@@ -408,19 +406,22 @@ class ControlPlane:
         task["status"] = _DISPOSITION_STATUS[disposition]
         self._dependency_blocked.pop(SOURCE_TASK, None)
         pending.append(
-            ("run.result.accepted", {"receiptId": receipt, "runId": run_id, "disposition": disposition,
-                                     "verificationCount": len(verifications)})
+            (
+                "run.result.accepted",
+                {"receiptId": receipt, "runId": run_id, "disposition": disposition, "verificationCount": len(verifications)},
+            )
         )
-        return {"taskId": SOURCE_TASK, "disposition": disposition, "taskStatus": task["status"],
-                "commentId": comment["id"]}
+        return {"taskId": SOURCE_TASK, "disposition": disposition, "taskStatus": task["status"], "commentId": comment["id"]}
 
     def _op_request_review(self, args: dict, receipt: str, run_id: str | None, pending: list) -> dict[str, Any]:
         task = self._task(args.get("taskId"))
         interaction = self._new_interaction("confirmation", task["id"], run_id, receipt, args["summary"], "request_review")
         task["status"] = "in_review"
         pending.append(
-            ("interaction.requested", {"interactionId": interaction["id"], "kind": "confirmation",
-                                       "taskId": task["id"], "receiptId": receipt})
+            (
+                "interaction.requested",
+                {"interactionId": interaction["id"], "kind": "confirmation", "taskId": task["id"], "receiptId": receipt},
+            )
         )
         return {"taskId": task["id"], "interactionId": interaction["id"], "taskStatus": "in_review"}
 
@@ -450,10 +451,7 @@ class ControlPlane:
             "blockedBy": [],
             "assignee": assignee,
         }
-        pending.append(
-            ("delegation.created", {"taskId": task_id, "parentId": SOURCE_TASK, "assignee": assignee,
-                                    "receiptId": receipt})
-        )
+        pending.append(("delegation.created", {"taskId": task_id, "parentId": SOURCE_TASK, "assignee": assignee, "receiptId": receipt}))
         return {"taskId": task_id, "parentId": SOURCE_TASK, "taskStatus": "todo"}
 
     def _op_set_dependencies(self, args: dict, receipt: str, run_id: str | None, pending: list) -> dict[str, Any]:
@@ -475,10 +473,7 @@ class ControlPlane:
             )
         task["blockedBy"] = list(args["blockedBy"])
         self._refresh_blocked(task)
-        pending.append(
-            ("task.dependencies.updated", {"taskId": task["id"], "blockedBy": list(task["blockedBy"]),
-                                           "receiptId": receipt})
-        )
+        pending.append(("task.dependencies.updated", {"taskId": task["id"], "blockedBy": list(task["blockedBy"]), "receiptId": receipt}))
         return {"taskId": task["id"], "blockedBy": list(task["blockedBy"]), "taskStatus": task["status"]}
 
     # ------------------------------------------------------------------ reads
@@ -489,8 +484,7 @@ class ControlPlane:
             "task": self._public_task(task),
             "comments": [copy.deepcopy(c) for c in self._comments if c["taskId"] == task["id"]],
             "documents": [
-                {"key": d["key"], "title": d["title"], "revision": d["revision"]}
-                for d in self._latest_documents(task["id"]).values()
+                {"key": d["key"], "title": d["title"], "revision": d["revision"]} for d in self._latest_documents(task["id"]).values()
             ],
             "interactions": [self._public_interaction(i) for i in self._interactions.values() if i["taskId"] == task["id"]],
             "children": [self._public_task(t) for t in self._tasks.values() if t["parentId"] == task["id"]],
@@ -507,10 +501,7 @@ class ControlPlane:
 
     def _op_list_documents(self, args: dict) -> dict[str, Any]:
         task = self._task(args.get("taskId"))
-        documents = [
-            {"key": d["key"], "title": d["title"], "revision": d["revision"]}
-            for d in self._latest_documents(task["id"]).values()
-        ]
+        documents = [{"key": d["key"], "title": d["title"], "revision": d["revision"]} for d in self._latest_documents(task["id"]).values()]
         return {"taskId": task["id"], "documents": documents}
 
     def _op_read_document(self, args: dict) -> dict[str, Any]:
@@ -561,8 +552,9 @@ class ControlPlane:
             if self._open_run is not None:
                 raise ValueError(f"{self._open_run} is still open; end it before beginning another run")
             run_id = f"run-{len(self._runs) + 1}"
-            self._runs.append({"id": run_id, "wakeReason": wake_reason, "status": "running",
-                               "startedMs": self.events.now_ms(), "endedMs": None})
+            self._runs.append(
+                {"id": run_id, "wakeReason": wake_reason, "status": "running", "startedMs": self.events.now_ms(), "endedMs": None}
+            )
             self._open_run = run_id
             source = self._tasks[SOURCE_TASK]
             if source["status"] == "todo":
@@ -600,7 +592,7 @@ class ControlPlane:
 
     def answer_interaction(self, interaction_id: str, answer: Mapping[str, Any], *, partial: bool = False) -> dict[str, Any]:
         """Answer a pending interaction with the typed answer of its kind (module docstring of
-        :mod:`runs.harness.operations`) and return the interaction as :meth:`pending_interactions`
+        :mod:`runs.executors.live.operations`) and return the interaction as :meth:`pending_interactions`
         shows it.
 
         ``partial=True`` records the answered part (merged with earlier parts) and leaves the
@@ -657,8 +649,7 @@ class ControlPlane:
             if question is None:
                 problems.append(f"unknown question {question_id!r} (questions: {', '.join(questions)})")
             elif question.get("options") and text not in question["options"]:
-                problems.append(f"answer {text!r} to {question_id!r} is not one of its options: "
-                                f"{', '.join(question['options'])}")
+                problems.append(f"answer {text!r} to {question_id!r} is not one of its options: {', '.join(question['options'])}")
         if problems:
             raise ValueError(f"invalid questions answer for {interaction['id']}: " + "; ".join(problems))
         merged = {**((interaction["partialAnswer"] or {}).get("answers", {})), **answer["answers"]}
@@ -688,7 +679,7 @@ class ControlPlane:
             raise ValueError(f"invalid suggest_tasks answer for {interaction['id']}: " + "; ".join(problems))
         earlier = interaction["partialAnswer"] or {"accepted": [], "rejected": []}
         decided = {titles.index(t): True for t in earlier["accepted"]} | {titles.index(t): False for t in earlier["rejected"]}
-        decided |= {i: True for i in accepted} | {i: False for i in rejected}
+        decided |= dict.fromkeys(accepted, True) | dict.fromkeys(rejected, False)
         merged = {
             "accepted": [titles[i] for i in range(len(titles)) if decided.get(i) is True],
             "rejected": [titles[i] for i in range(len(titles)) if decided.get(i) is False],
@@ -790,14 +781,10 @@ class ControlPlane:
                     }
                 )
                 unblocked = [
-                    other["id"]
-                    for other in self._tasks.values()
-                    if task_id in other["blockedBy"] and self._refresh_blocked(other)
+                    other["id"] for other in self._tasks.values() if task_id in other["blockedBy"] and self._refresh_blocked(other)
                 ]
                 self._bump("eval.delegated_child_completed", self._open_run, "harness", task_id)
-                pending.append(
-                    ("delegation.completed", {"taskId": task_id, "parentId": task["parentId"], "unblocked": unblocked})
-                )
+                pending.append(("delegation.completed", {"taskId": task_id, "parentId": task["parentId"], "unblocked": unblocked}))
                 outcome = {"taskId": task_id, "status": "done", "unblocked": unblocked, "duplicate": False}
         self._emit(pending)
         return outcome
@@ -827,19 +814,19 @@ class ControlPlane:
     def snapshot(self) -> dict[str, Any]:
         """The whole board as a JSON-able dict (a deep copy)::
 
-            {"executionId", "caseId",
-             "tasks": [{"id", "title", "description", "status", "parentId", "blockedBy", "assignee"}],
-             "comments": [{"id", "taskId", "author", "body", "runId", "receiptId"}],
-             "documents": [{"key", "taskId", "revision", "title", "body", "runId", "receiptId"}],  # every revision
-             "interactions": [{"id", "kind", "status": "pending|answered|rejected|accepted", "taskId",
-                               "runId", "answer", "partialAnswer", "answeredItems", "prompt", "origin", ...}],
-             "runs": [{"id", "wakeReason", "status": "running|<RUN_STATUSES>", "startedMs", "endedMs"}],
-             "runResult": None | {"summary", "disposition", "verifications", "receiptId", "runId"},
-             "progress": [{"message", "percent", "runId", "receiptId"}],
-             "toolCalls": [{"receiptId", "operation", "readOnly", "outcome": "ok|error|duplicate",
-                            "errorCode", "runId", "atMs"}],
-             "revision": int,
-             "stateHistory": [{"revision", "operation", "runId", "actor": "agent|harness", "taskId"}]}
+        {"executionId", "caseId",
+         "tasks": [{"id", "title", "description", "status", "parentId", "blockedBy", "assignee"}],
+         "comments": [{"id", "taskId", "author", "body", "runId", "receiptId"}],
+         "documents": [{"key", "taskId", "revision", "title", "body", "runId", "receiptId"}],  # every revision
+         "interactions": [{"id", "kind", "status": "pending|answered|rejected|accepted", "taskId",
+                           "runId", "answer", "partialAnswer", "answeredItems", "prompt", "origin", ...}],
+         "runs": [{"id", "wakeReason", "status": "running|<RUN_STATUSES>", "startedMs", "endedMs"}],
+         "runResult": None | {"summary", "disposition", "verifications", "receiptId", "runId"},
+         "progress": [{"message", "percent", "runId", "receiptId"}],
+         "toolCalls": [{"receiptId", "operation", "readOnly", "outcome": "ok|error|duplicate",
+                        "errorCode", "runId", "atMs"}],
+         "revision": int,
+         "stateHistory": [{"revision", "operation", "runId", "actor": "agent|harness", "taskId"}]}
         """
         with self._lock:
             return copy.deepcopy(

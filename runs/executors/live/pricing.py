@@ -1,12 +1,11 @@
 """What a live execution's tokens cost: prices per million tokens, and the arithmetic.
 
-The price table is data editable in the admin (``candidates.models.ModelPrice``); evalhub ships
-no prices: the reference manifest's models have no published price evalhub could cite, and an
-invented price would be worse than none. A model without a price has an **unknown** cost
-(``None``), which the orchestration counts at the candidate's ``maxCostUsd`` and shows as
-unknown — never as $0 (known-failure-modes B5).
+The live executor looks the price up (``candidates.prices``: the price table editable in the
+admin, then the prices the genai-prices package ships) and passes the :class:`Price` in. A model
+without a price has an **unknown** cost (``None``), which the orchestration counts at the
+candidate's ``maxCostUsd`` and shows as unknown — never as $0 (docs/failure-modes.md B5).
 
-:func:`cost_usd` is pure (no ORM, no clock); :func:`price_for` reads the table.
+:func:`cost_usd` is pure (no ORM, no clock).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from runs.harness.contracts import Usage
+from runs.executors.live.contracts import Usage
 
 MILLION = Decimal(1_000_000)
 
@@ -22,13 +21,15 @@ MILLION = Decimal(1_000_000)
 @dataclass(frozen=True)
 class Price:
     """US dollars per million tokens of one model: uncached ``input``, ``cached_input``,
-    ``output`` (reasoning excluded) and ``reasoning``."""
+    ``output`` (reasoning excluded) and ``reasoning``; ``source`` says where they come from
+    (``price table``, ``genai-prices 0.2.3 (openai GPT-5.6 Luna; base tier)``, ``scripted model``)."""
 
     model: str
     input: Decimal
     cached_input: Decimal
     output: Decimal
     reasoning: Decimal
+    source: str = "price table"
 
 
 def cost_usd(usage: Usage, price: Price | None) -> float | None:
@@ -50,23 +51,3 @@ def cost_usd(usage: Usage, price: Price | None) -> float | None:
         + Decimal(max(0, usage.reasoning)) * price.reasoning
     )
     return float(total / MILLION)
-
-
-def price_for(model: str) -> Price | None:
-    """The price of ``model`` from the price table (names compared ignoring case and surrounding
-    blanks), or ``None`` when it has none. One query."""
-    from candidates.models import ModelPrice  # the harness itself stays free of the ORM
-
-    name = (model or "").strip()
-    if not name:
-        return None
-    row = ModelPrice.objects.filter(model__iexact=name).first()
-    if row is None:
-        return None
-    return Price(
-        model=row.model,
-        input=row.input_usd,
-        cached_input=row.cached_input_usd,
-        output=row.output_usd,
-        reasoning=row.reasoning_usd,
-    )

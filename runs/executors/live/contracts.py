@@ -1,19 +1,19 @@
 """The live harness's shared shapes: what the parts of one live execution hand each other.
 
-One live execution (issue 4, upstream-spec §6) is made of runtime-neutral parts and one
+One live execution is made of runtime-neutral parts and one
 runtime-specific part:
 
 * :class:`EventLog` — the ordered canonical (PRP) events of the execution, from every source:
   the runtime's normalised frames, the control plane and the case driver.
-* the **control plane** (``runs.harness.controlplane``) — the per-execution task board the agent
-  works on through typed operations, exposed as an MCP server (``runs.harness.mcp_server``).
-* the **trace recorder** (``runs.harness.trace``) — every raw protocol frame in order, with its
+* the **control plane** (``runs.executors.live.controlplane``) — the per-execution task board the agent
+  works on through typed operations, exposed as an MCP server (``runs.executors.live.mcp_server``).
+* the **trace recorder** (``runs.executors.live.trace``) — every raw protocol frame in order, with its
   sequence number, byte length and SHA-256 digest, and how each frame was interpreted.
-* a **driver** (:class:`Driver`; ``runs.harness.drivers.codex`` is the first) — starts the
+* a **driver** (:class:`Driver`; ``runs.executors.live.drivers.codex`` is the first) — starts the
   runtime, speaks its protocol, normalises its frames. The only runtime-specific part.
-* the **case driver** (``runs.harness.case_driver``) — plays the human side of the case's
+* the **case driver** (``runs.executors.live.case_driver``) — plays the human side of the case's
   steps against the driver and the control plane, then collects :class:`Evidence`.
-* the **observer** (``runs.harness.observe``) — turns :class:`Evidence` into the reference
+* the **observer** (``runs.executors.live.observe``) — turns :class:`Evidence` into the reference
   observation document.
 
 Times are milliseconds since the execution started (``at_ms``), tokens are integer counts, money
@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-#: The trace dispositions of the reference (upstream-spec §1 ``trace.dispositions``).
+#: The trace dispositions of the reference (the case assertion ``trace.dispositions``).
 DISPOSITIONS = ("mapped", "generic", "ignored", "rejected", "operator_only")
-#: Lineage kinds of the reference (upstream-spec §6.2).
+#: Lineage kinds of the reference's trace lineage (``runs/executors/live/trace.py``).
 LINEAGE_KINDS = ("one_to_one", "one_to_many", "many_to_one")
 
 #: Decisions the case driver can give to a runtime's approval request (case step
@@ -127,8 +127,8 @@ class Usage:
 
     @property
     def total(self) -> int:
-        """Tokens that count against the budget, as the reference counts them (upstream-spec
-        §6.1): input + output + reasoning, cached input excluded."""
+        """Tokens that count against the budget, as the reference counts them:
+        input + output + reasoning, cached input excluded."""
         return max(0, self.input - self.cached_input) + self.output + self.reasoning
 
     def __add__(self, other: Usage) -> Usage:
@@ -177,7 +177,7 @@ class RuntimeRequest:
 
 @dataclass(frozen=True)
 class ProviderConfig:
-    """Where a candidate's model lives, from ``settings.EVALHUB["MODEL_PROVIDERS"][profile]``.
+    """Where a candidate's model lives: a model provider profile (``runs.executors.live.providers``).
 
     ``base_url`` may contain ``{case_id}`` and ``{execution_id}`` placeholders (the scripted model
     server uses them to pick a script). ``wire_api`` is ``responses`` or ``chat``; ``env_key`` is
@@ -193,7 +193,7 @@ class ProviderConfig:
 
 
 class TraceSink(Protocol):
-    """What drivers need from the trace recorder (``runs.harness.trace.TraceRecorder``)."""
+    """What drivers need from the trace recorder (``runs.executors.live.trace.TraceRecorder``)."""
 
     def frame(self, direction: str, raw: bytes) -> int:
         """Record one raw frame (``direction`` ``in`` = runtime→evalhub, ``out`` =
@@ -222,7 +222,8 @@ class Driver:
     ``mcp_url`` (the control plane's MCP endpoint on loopback), ``environment`` (the allow-listed
     process environment for the runtime, including the candidate's required variables),
     ``events`` (:class:`EventLog`), ``trace`` (:class:`TraceSink`), ``callbacks``
-    (:class:`DriverCallbacks`), ``instructions`` (the developer instructions: evalhub's preamble).
+    (:class:`DriverCallbacks`), ``instructions`` (the developer instructions: evalhub's preamble),
+    ``binary`` (the configured executable or ``None``: see ``runs.executors.live.runtimes``).
 
     Errors: every method raises ``runs.executors.base.InfrastructureError`` for runtime trouble,
     with codes ``runtime_missing`` (not retryable), ``runtime_start_failed`` and
@@ -231,8 +232,12 @@ class Driver:
 
     #: Shown in messages and pages, e.g. "codex app-server".
     runtime_name = "runtime"
+    #: The executable this driver starts: a key of ``runs.executors.live.runtimes.RUNTIMES``.
+    runtime_key = ""
     #: Capabilities the case driver may use: ``steer``, ``interrupt``, ``resume``.
     capabilities: frozenset[str] = frozenset()
+    #: The model provider wire APIs (``ProviderConfig.wire_api``) the runtime speaks, preferred first.
+    wire_apis: tuple[str, ...] = ("responses",)
 
     def start(self) -> None:
         """Start the runtime process, handshake, open a thread/session, wait until the MCP server
@@ -288,7 +293,8 @@ class Evidence:
     ``dispositions``, ``lineage``, ``traceRef``); ``first_visible_progress_ms`` and
     ``settlement_ms`` as the reference defines them; ``attempt`` the attempt number;
     ``candidate_failure`` a code when the case driver itself saw the candidate fail (never
-    finished, turn timed out...).
+    finished, turn timed out...); ``start_ms`` how long ``Driver.start`` took (the runtime's
+    start-up, handshake and MCP connection).
     """
 
     execution_id: str
@@ -308,3 +314,4 @@ class Evidence:
     attempt: int = 1
     candidate_failure: str | None = None
     notes: list[str] = field(default_factory=list)
+    start_ms: int | None = None

@@ -19,6 +19,10 @@ from another thread). When stdout reaches end of file every pending request fail
 
 Nothing here knows a runtime's method names; the ``jsonrpc`` member is added to what is sent
 and never required on what is received (codex omits it).
+
+:class:`JsonRpcDriver` is the driver base of the runtimes that speak it on their stdio (``codex
+app-server``, ACP agents): one peer per process, and the runtime's failures in the shape of the
+``Driver`` contract's ``InfrastructureError``.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
+from runs.executors.base import InfrastructureError
+from runs.executors.live.drivers.common import ProcessDriver, kill_process_group, short_text, start_process_group
 
 logger = logging.getLogger(__name__)
+
 
 class JsonRpcError(Exception):
     """The runtime answered a request with a JSON-RPC error: ``code`` (int), ``message``, ``data``."""
@@ -108,9 +115,7 @@ class StdioJsonRpcPeer:
         self._next_id = 0
         self._closed = threading.Event()
         self._reader = threading.Thread(target=self._read_stdout, name=f"{name}-stdout", daemon=True)
-        self._stderr_reader = (
-            threading.Thread(target=self._read_stderr, name=f"{name}-stderr", daemon=True) if stderr else None
-        )
+        self._stderr_reader = threading.Thread(target=self._read_stderr, name=f"{name}-stderr", daemon=True) if stderr else None
 
     def start(self) -> None:
         """Start the reader threads."""
@@ -266,5 +271,127 @@ class StdioJsonRpcPeer:
         # A hook's bug must not kill the reader: that would look like a runtime crash.
         try:
             callback(*args)
-        except Exception:  # noqa: BLE001
+        except Exception:
             logger.exception("jsonrpc hook failed")
+
+
+# -- the driver base --------------------------------------------------------------------------
+
+
+def message_parts(message: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    """``(method, params)`` of a request or notification (``params`` ``{}`` when not an object)."""
+    params = message.get("params")
+    return str(message.get("method")), params if isinstance(params, Mapping) else {}
+
+
+class JsonRpcDriver(ProcessDriver):
+    """A :class:`ProcessDriver` whose runtime speaks JSON-RPC on its stdio: the peer of the running
+    process (``_peer``; ``_generation`` counts the processes, so that the close of a killed one is
+    expected, not a crash), its requests with their failures as ``InfrastructureError``, and the
+    trace probe. A subclass implements the peer's hooks ``_on_notification(generation, message,
+    frame_id)``, ``_on_response`` and ``_on_sent``, and the one it gives :meth:`_open_peer` for the
+    runtime's requests.
+    """
+
+    #: Names the peer's reader threads (``<name>-<generation>``).
+    _peer_name: ClassVar[str] = "jsonrpc"
+    #: How a failed request names the runtime ("<label> refused <method>: ..."); ``None``: ``runtime_name``.
+    _request_label: ClassVar[str | None] = None
+    #: Whether a request timeout's message starts with ``runtime_name`` (else it is the peer's own,
+    #: "<method>: no answer within N s").
+    _name_timeouts: ClassVar[bool] = True
+
+    def __init__(self, **arguments: Any) -> None:
+        super().__init__(**arguments)
+        self._peer: StdioJsonRpcPeer | None = None
+        self._generation = 0
+
+    def _open_peer(self, argv: list[str], *, record: Record, on_request: Callable[[int, Mapping[str, Any], int], None]) -> StdioJsonRpcPeer:
+        """Start ``argv`` (its own process group, in the workspace, with :meth:`_process_env`) as
+        the next generation and start its peer: every frame through ``record``, the runtime's
+        requests to ``on_request(generation, message, frame_id)``, lines that are not JSON
+        ``rejected``, stderr to :meth:`_on_stderr`. Raises like :func:`start_process_group`."""
+        with self._cond:
+            self._generation += 1
+            generation = self._generation
+        proc = start_process_group(argv, env=self._process_env(), cwd=str(self.workspace), label=self.runtime_name)
+        assert proc.stdin and proc.stdout and proc.stderr
+        peer = StdioJsonRpcPeer(
+            proc.stdin,
+            proc.stdout,
+            proc.stderr,
+            record=record,
+            on_notification=lambda message, fid: self._on_notification(generation, message, fid),
+            on_request=lambda message, fid: on_request(generation, message, fid),
+            on_response=self._on_response,
+            on_invalid=lambda raw, fid: self._trace.interpret([fid], "rejected", []),
+            on_stderr=self._on_stderr,
+            on_close=lambda: self._on_peer_closed(generation),
+            on_sent=self._on_sent,
+            name=f"{self._peer_name}-{generation}",
+        )
+        with self._cond:
+            self._proc = proc
+            self._peer = peer
+        peer.start()
+        return peer
+
+    def _kill(self) -> None:
+        with self._cond:
+            proc, peer = self._proc, self._peer
+            self._generation += 1  # the old peer's close is now expected, not a crash
+        kill_process_group(proc)
+        if peer is not None:
+            peer.join(2.0)
+
+    def _on_peer_closed(self, generation: int) -> None:
+        with self._cond:
+            if generation != self._generation or self._closed:
+                return
+            code = self._proc.poll() if self._proc else None
+            self._book.crashed = f"{self.runtime_name} exited unexpectedly (exit status {code}){self._stderr_hint()}"
+            self._cond.notify_all()
+
+    def _request(
+        self, method: str, params: Mapping[str, Any], *, start_phase: bool = False, refusals_raise: bool = False
+    ) -> dict[str, Any]:
+        """Send ``method`` and wait (``request_timeout_s``) for its result. Raises
+        ``InfrastructureError`` (``runtime_start_failed`` with ``start_phase``, else
+        ``runtime_crashed``; retryable) when the runtime is not running, refuses (a
+        :class:`JsonRpcError` itself with ``refusals_raise``), exits or does not answer in time."""
+        with self._cond:
+            peer = self._peer
+        code = "runtime_start_failed" if start_phase else "runtime_crashed"
+        label = self._request_label or self.runtime_name
+        if peer is None:
+            raise InfrastructureError(code, True, f"{label} is not running ({method})")
+        try:
+            return peer.request(method, params, timeout_s=self._request_timeout_s)
+        except JsonRpcError as exc:
+            if refusals_raise:
+                raise
+            raise InfrastructureError(code, True, f"{label} refused {method}: {short_text(exc.message)}") from exc
+        except PeerClosed as exc:
+            with self._cond:
+                reason = self._book.crashed or f"{self.runtime_name} exited during {method}{self._stderr_hint()}"
+            raise InfrastructureError(code, True, reason) from exc
+        except RequestTimeout as exc:
+            raise InfrastructureError(code, True, f"{self.runtime_name}: {exc}" if self._name_timeouts else str(exc)) from exc
+
+    def _refuse(self, peer: StdioJsonRpcPeer | None, request_id: Any, method: str, frame_id: int) -> None:
+        """Refuse a request of the runtime's that evalhub does not support: its frame is
+        ``rejected``, and the JSON-RPC error -32601 sent back through ``peer`` (when there is one)
+        ``operator_only``. Raises :class:`PeerClosed` when the runtime is gone."""
+        self._trace.interpret([frame_id], "rejected", [])
+        if peer is not None:
+            fid = peer.respond_error(request_id, -32601, f"evalhub does not support {method}")
+            self._trace.interpret([fid], "operator_only", [])
+
+    def probe_rejection(self) -> bool:
+        """See :meth:`Driver.probe_rejection`: ``evalhub/traceProbe`` is no method of the runtime's,
+        so it answers with a JSON-RPC error, interpreted as ``rejected``."""
+        try:
+            self._request("evalhub/traceProbe", {}, refusals_raise=True)
+        except JsonRpcError:
+            return True
+        return False

@@ -1,6 +1,6 @@
 """A live execution's token and cost budget: when to stop the turn, and the verdict.
 
-Pure: no clock, no I/O, no Django. Follows the reference's budget rules (upstream-spec §6.3):
+Pure: no clock, no I/O, no Django. Follows the reference's budget rules:
 
 1. On each usage update the ledger (the execution's cumulative usage) is compared with the
    candidate's limits: ``tokens >= maxTotalTokens`` or ``cost >= maxCostUsd`` records the message
@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runs.harness.contracts import Usage
+from runs.executors.live.contracts import Usage
 
 BUDGET_STOP_PREFIX = "candidate reported usage budget stop: "
 EXCEEDED = "candidate_budget_exceeded"
@@ -55,7 +55,7 @@ class BudgetGuard:
 
     ``budget`` is the candidate's budget document (``maxTotalTokens`` tokens, ``maxCostUsd`` USD;
     ``maxLatencyMs`` and ``maxAttempts`` are read elsewhere); a missing limit is never reached.
-    ``price`` is passed to ``cost_of(usage, price) -> float | None`` (``runs.harness.pricing.cost_usd``);
+    ``price`` is passed to ``cost_of(usage, price) -> float | None`` (``runs.executors.live.pricing.cost_usd``);
     without ``cost_of`` the cost is unknown.
     """
 
@@ -156,10 +156,7 @@ class BudgetGuard:
         """A sentence for people when the cost is unknown (else ``None``)."""
         if self.cost_usd is not None:
             return None
-        return (
-            "cost unknown: the model has no price, so the cost budget was not checked "
-            "(an unknown cost is never counted as $0)"
-        )
+        return "cost unknown: the model has no price, so the cost budget was not checked (an unknown cost is never counted as $0)"
 
     def verdict(self) -> str | None:
         """Rule 3: ``candidate_budget_exceeded``, ``candidate_budget_reached`` or ``None``."""

@@ -1,7 +1,7 @@
 """The format of a scripted-model script, and its loader.
 
-A script tells :class:`runs.harness.scripted_model.ScriptedModelServer` what to answer to each
-model request of one conversation (issue 4, §7)::
+A script tells :class:`runs.executors.live.scripted_model.ScriptedModelServer` what to answer to each
+model request of one conversation::
 
     {
       "name": "finish-at-once",                 # route name: /scripts/<name>/v1/...
@@ -11,6 +11,8 @@ model request of one conversation (issue 4, §7)::
         {"outputs": [                           # one model response, outputs in order
             {"say": "Starting."},
             {"call": "finish_task", "arguments": {"summary": "done"}},
+            {"call": "exec_command", "arguments": {"cmd": "ls"},      # a runtime's own tool, and
+             "alternatives": [{"call": "bash", "arguments": {"command": "ls", "description": "List"}}]},
             {"echoKey": true},                  # says "Authorization: <header value>" back
             {"repeat": "x", "times": 1300}      # a long text: "x" * 1300
          ],
@@ -18,12 +20,16 @@ model request of one conversation (issue 4, §7)::
          "delayMs": 0},                         # milliseconds to wait before answering
         {"fail": {"status": 503, "code": "server_error", "message": "...", "type": "...",
                   "retryAfter": 2, "times": 1}, "delayMs": 0},   # retryAfter in seconds
+        {"fail": {"status": 529, "midStream": true}},   # Anthropic Messages: the stream starts
+                                                          # (200), then an ``error`` event
         {"drop": true, "times": 1, "outputs": [...]}   # headers + part of the stream, then cut
       ]
     }
 
 ``call`` names the tool *without* the MCP server prefix (``finish_task``); the server resolves it
-against the tools the request offers. ``times`` on a ``fail`` or ``drop`` step limits how often
+against the tools the request offers. ``alternatives`` name the same action in the tool set of
+another runtime (codex's ``exec_command`` is opencode's ``bash``, its ``apply_patch`` opencode's
+``write``): the first one the request offers is called when the runtime does not offer ``call``. ``times`` on a ``fail`` or ``drop`` step limits how often
 that step misbehaves across the whole server; without it, the step misbehaves every time.
 
 :func:`load_script` validates against :data:`SCRIPT_SCHEMA` (JSON Schema 2020-12) and raises
@@ -45,11 +51,19 @@ from jsonschema.exceptions import ValidationError
 # instead of jsonschema's generic text when an anyOf/oneOf/not/false rule fails.
 _COUNT = {"type": "integer", "minimum": 0}
 
+_ALTERNATIVE = {
+    "type": "object",
+    "properties": {"call": {"type": "string", "minLength": 1}, "arguments": {"type": "object"}},
+    "required": ["call"],
+    "additionalProperties": False,
+}
+
 _OUTPUT = {
     "type": "object",
     "properties": {
         "call": {"type": "string", "minLength": 1},
         "arguments": {"type": "object"},
+        "alternatives": {"type": "array", "items": _ALTERNATIVE, "minItems": 1},
         "say": {"type": "string"},
         "echoKey": {"const": True},
         "repeat": {"type": "string", "minLength": 1},
@@ -63,7 +77,7 @@ _OUTPUT = {
         {"required": ["repeat"]},
     ],
     "errorMessage": "an output needs exactly one of 'call', 'say', 'echoKey' or 'repeat'",
-    "dependentRequired": {"arguments": ["call"], "repeat": ["times"], "times": ["repeat"]},
+    "dependentRequired": {"arguments": ["call"], "alternatives": ["call"], "repeat": ["times"], "times": ["repeat"]},
 }
 
 _FAIL = {
@@ -75,6 +89,7 @@ _FAIL = {
         "message": {"type": "string"},
         "retryAfter": {"type": "number", "minimum": 0},
         "times": {"type": "integer", "minimum": 1},
+        "midStream": {"type": "boolean"},
     },
     "required": ["status"],
     "additionalProperties": False,

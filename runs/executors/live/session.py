@@ -1,7 +1,7 @@
 """One live execution, assembled: control plane + MCP server + driver + case driver + observer.
 
 Runtime-neutral and free of the ORM, so the executor (inside Django) and the DB-free command line
-(``python -m runs.harness``, used by the end-to-end tests inside a loopback-only network
+(``python -m runs.executors.live``, used by the end-to-end tests inside a loopback-only network
 namespace) run exactly the same code. The driver is the only runtime-specific part; it is passed
 in as a factory.
 
@@ -14,30 +14,55 @@ message and the observation before anything leaves this module.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from candidates.secrets import redact, redact_data
+from evalhub.secrets import redact, redact_data
 from runs.executors.base import InfrastructureError
-from runs.harness.contracts import Driver, EventLog, ProviderConfig
+from runs.executors.live.contracts import Driver, EventLog, ProviderConfig
 
-#: Provider failure codes a driver reports in ``TurnOutcome.error_code`` → retryable?
-#: Server errors, rate limits, dropped streams and timeouts may pass; quota, authentication and
-#: an unknown model will not pass on a second attempt.
+#: Provider failure codes a live driver reports → retryable? Only the infrastructure's transient
+#: failures (server errors, rate limits, dropped streams, timeouts, an unreachable endpoint) may pass
+#: on a second attempt. A request the provider refused — 400, 413, 422, a context window exceeded,
+#: quota, authentication, an unknown model — is the candidate's or the request's fault: sending it
+#: again spends money and fails the same way.
 PROVIDER_FAILURES: dict[str, bool] = {
     "provider_rate_limited": True,
     "provider_stream_dropped": True,
     "provider_timeout": True,
     "provider_unreachable": True,
+    # The reference's catch-all for a failed turn without a recognised code (its own retry rule).
+    "live_provider_execution_failed": True,
     "provider_quota_exhausted": False,
     "provider_auth_refused": False,
     "provider_unknown_model": False,
     "provider_bad_request": False,
+    "provider_request_too_large": False,
+    "provider_context_window_exceeded": False,
 }
+#: ``provider_http_<status>`` codes that are transient: request timeout, too early, rate limited.
+_RETRYABLE_PROVIDER_4XX = {408, 425, 429}
+_PROVIDER_HTTP = re.compile(r"provider_http_(?P<status>[0-9]{3})")
+
+
+def provider_failure_retryable(code: str) -> bool:
+    """Whether a driver's provider failure ``code`` may succeed on another attempt.
+
+    ``provider_http_<status>``: 5xx, 408, 425 and 429 yes; every other status (400, 413, 422 ...)
+    no. Named codes as in :data:`PROVIDER_FAILURES`. A code this table does not know is not
+    retried: a retry must be earned by a known transient failure, never given by default.
+    """
+    match = _PROVIDER_HTTP.fullmatch(str(code))
+    if match is not None:
+        status = int(match["status"])
+        return status >= 500 or status in _RETRYABLE_PROVIDER_4XX
+    return PROVIDER_FAILURES.get(str(code), False)
+
 
 DriverFactory = Callable[..., Driver]
 
@@ -55,16 +80,7 @@ INSTRUCTIONS = (
 )
 
 
-def provider_failure_retryable(code: str) -> bool:
-    """Whether a provider failure code may succeed on a second attempt (5xx codes: yes)."""
-    if code.startswith("provider_http_5"):
-        return True
-    return PROVIDER_FAILURES.get(code, True)
-
-
-def runtime_environment(
-    host: Mapping[str, str], required: Mapping[str, str], allowlist: Sequence[str], *, home: Path
-) -> dict[str, str]:
+def runtime_environment(host: Mapping[str, str], required: Mapping[str, str], allowlist: Sequence[str], *, home: Path) -> dict[str, str]:
     """The runtime's whole environment: allow-listed host variables, the candidate's required
     variables, and a private ``HOME``/``TMPDIR`` under the execution's directory."""
     environment = {name: host[name] for name in allowlist if name in host}
@@ -77,12 +93,14 @@ def runtime_environment(
 @dataclass
 class LiveResult:
     """What one live execution produced: the observation (already scrubbed), the trace artifact
-    (``runs.harness.trace.TraceArtifact`` or ``None``), the evidence for debugging, and whether the
-    model endpoint was scripted."""
+    (``runs.executors.live.trace.TraceArtifact`` or ``None``), whether the model endpoint was
+    scripted, and ``timings`` in ms: ``startMs`` (the runtime's start-up until it is ready for the
+    first turn), ``firstTurnMs`` (the first turn, prompt to end), ``wallMs`` (the whole case)."""
 
     observation: dict[str, Any]
     artifact: Any
     scripted: bool
+    timings: dict[str, int | None] = field(default_factory=dict)
 
 
 def run_live_execution(
@@ -94,6 +112,7 @@ def run_live_execution(
     provider: ProviderConfig,
     driver_factory: DriverFactory,
     required_environment: Mapping[str, str],
+    binary: str | None = None,
     host_environment: Mapping[str, str] | None = None,
     allowlist: Sequence[str] = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"),
     price: Any = None,
@@ -101,27 +120,31 @@ def run_live_execution(
     attempt: int = 1,
     artifact_sink: Callable[[Any], None] | None = None,
     workdir: Path | None = None,
+    driver_options: Mapping[str, Any] | None = None,
 ) -> LiveResult:
     """Run one case for one candidate through a real runtime and return its observation.
 
     ``case`` is the workflow case document (``id``, ``title``, ``steps``, ``assertions``),
     ``candidate`` the candidate document (``budget`` in ms / USD / tokens), ``prompt`` the case's
     task prompt, ``required_environment`` the candidate's variables (name → value; values are
-    scrubbed everywhere), ``price`` a ``runs.harness.pricing.Price`` or ``None`` (unknown cost).
-    ``artifact_sink`` receives the trace artifact even when the execution then fails.
+    scrubbed everywhere), ``price`` a ``runs.executors.live.pricing.Price`` or ``None`` (unknown cost).
+    ``binary`` is the runtime's configured executable (``None``: the one ``make install`` put in
+    ``node_modules/.bin``). ``artifact_sink`` receives the trace artifact even when the execution
+    then fails. ``driver_options`` are extra keyword arguments for the driver (the executor's
+    ``driver_options``: the paths of other executables it runs).
 
     Raises :class:`InfrastructureError` for failures of the runtime or the provider (codes
     ``runtime_missing``, ``runtime_start_failed``, ``runtime_crashed``, ``mcp_unavailable``,
     ``provider_*``, ``turn_timeout``); any other exception is the orchestration's
     ``executor_crashed``. Candidate failures are observations, not exceptions.
     """
-    from runs.harness.budgets import BudgetGuard
-    from runs.harness.case_driver import case_callbacks, run_case
-    from runs.harness.controlplane import ControlPlane
-    from runs.harness.mcp_server import serve
-    from runs.harness.observe import observe
-    from runs.harness.pricing import cost_usd
-    from runs.harness.trace import TraceRecorder
+    from runs.executors.live.budgets import BudgetGuard
+    from runs.executors.live.case_driver import case_callbacks, run_case
+    from runs.executors.live.controlplane import ControlPlane
+    from runs.executors.live.mcp_server import serve
+    from runs.executors.live.observe import observe
+    from runs.executors.live.pricing import cost_usd
+    from runs.executors.live.trace import TraceRecorder, gunzip, summarize_ndjson
 
     secrets = [value for value in required_environment.values() if value]
 
@@ -138,13 +161,16 @@ def run_live_execution(
         # A scripted endpoint bills nothing: its cost is a known 0, not an unknown price.
         from decimal import Decimal
 
-        from runs.harness.pricing import Price
+        from runs.executors.live.pricing import Price
 
         zero = Decimal(0)
-        price = Price(model=str(candidate.get("model", "")), input=zero, cached_input=zero, output=zero, reasoning=zero)
+        price = Price(
+            model=str(candidate.get("model", "")), input=zero, cached_input=zero, output=zero, reasoning=zero, source="scripted model"
+        )
     guard = BudgetGuard(candidate.get("budget") or {}, price=price, cost_of=cost_usd)
     endpoint = None
     driver = None
+    artifact = None
     try:
         home = root / "home"
         home.mkdir(parents=True, exist_ok=True)
@@ -152,6 +178,7 @@ def run_live_execution(
         endpoint = serve(control_plane)
         callbacks = case_callbacks(case, events=events, budget_guard=guard)
         driver = driver_factory(
+            binary=binary,
             callbacks=callbacks,
             instructions=INSTRUCTIONS,
             workdir=root,
@@ -166,6 +193,7 @@ def run_live_execution(
             execution_id=execution_id,
             # Approval requests reach the case driver only when a step decides one.
             approvals="prompt" if any(step.get("kind") == "permission_decision" for step in case.get("steps", [])) else "auto",
+            **dict(driver_options or {}),
         )
         evidence = run_case(
             execution_id=execution_id,
@@ -180,16 +208,31 @@ def run_live_execution(
             attempt=attempt,
             callbacks=callbacks,
         )
+        # The runtime keeps talking after the last turn (opencode's events, log lines): stop it,
+        # then take the trace once, so the observation's traceRef is the stored artifact's digest.
+        driver.close()
+        artifact = _artifact(recorder, artifact_sink)
+        evidence.trace = summarize_ndjson(gunzip(artifact.data))
         _raise_for_infrastructure(evidence, driver, guard)
-        observation = redact_data(observe(evidence), extra_values=secrets)
-        return LiveResult(observation=observation, artifact=_artifact(recorder, artifact_sink), scripted=provider.scripted)
+        observation = redact_data(observe(evidence, scripted=provider.scripted), extra_values=secrets)
+        first = evidence.turns[0] if evidence.turns else None
+        timings = {
+            "startMs": evidence.start_ms,
+            "firstTurnMs": first.ended_ms - first.started_ms if first is not None else None,
+            "wallMs": evidence.wall_ms,
+            # the driver's own start-up phases, when it measures them (opencode: readyMs, mcpMs, sessionMs)
+            **{f"{phase}Ms": int(seconds * 1000) for phase, seconds in (getattr(driver, "timings", None) or {}).items()},
+        }
+        return LiveResult(observation=observation, artifact=artifact, scripted=provider.scripted, timings=timings)
     except InfrastructureError as error:
-        _artifact(recorder, artifact_sink)
+        if artifact is None:
+            _artifact(recorder, artifact_sink)
         error.message = scrub(error.message)[:1000]
         error.args = (error.message,)
         raise
     except BaseException:
-        _artifact(recorder, artifact_sink)
+        if artifact is None:
+            _artifact(recorder, artifact_sink)
         raise
     finally:
         if driver is not None:
@@ -202,7 +245,7 @@ def run_live_execution(
 
 def _raise_for_infrastructure(evidence: Any, driver: Driver, guard: Any) -> None:
     """A turn that failed on the provider's side, or ran out of time, is not the candidate's
-    failure: raise it as an infrastructure failure with its own code (upstream-spec §6 step 7)."""
+    failure: raise it as an infrastructure failure with its own code, as the reference's live executor does."""
     spent = getattr(guard, "cost_usd", None)
     for turn in evidence.turns:
         if turn.status == "failed":

@@ -1,0 +1,187 @@
+"""Live executors: one entry through a real agent runtime.
+
+:class:`LiveExecutor` is the shell around the harness: it reads what the harness must not (the
+provider profiles and runtime paths in the settings, the candidate's price: the price table, then
+the prices the genai-prices package ships — ``candidates.prices``),
+then hands everything to :func:`runs.executors.live.session.run_live_execution` as arguments. A
+subclass names its driver (``runs.executors.live.drivers.*``) and nothing else — the harness core
+has no runtime-specific code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from candidates.prices import quoted_price
+from evalhub.conf import evalhub_setting
+from runs.executors.base import ExecutionRequest, Executor, InfrastructureError
+from runs.executors.live.contracts import ProviderConfig
+from runs.executors.live.pricing import Price
+from runs.executors.live.providers import ProviderSettingsError, provider_for, provider_profiles, scripted_provider
+from runs.executors.live.runtimes import RUNTIMES
+
+
+def configured_profiles() -> dict[str, ProviderConfig]:
+    """The model provider profiles in the settings (``MODEL_PROVIDERS`` overlaid with
+    ``EVALHUB_MODEL_PROVIDERS``), validated. Raises ``ProviderSettingsError``."""
+    return provider_profiles(evalhub_setting("MODEL_PROVIDERS") or {}, evalhub_setting("MODEL_PROVIDERS_JSON") or "")
+
+
+def configured_provider(candidate: Any) -> ProviderConfig:
+    """The profile the settings give ``candidate`` (a candidate document). Raises ``ProviderSettingsError``."""
+    return provider_for(candidate, profiles=configured_profiles(), default_profiles=evalhub_setting("DEFAULT_PROVIDER_PROFILES") or {})
+
+
+#: The value every required variable takes against evalhub's scripted model, which reads none.
+SCRIPTED_MODEL_KEY = "scripted-model-reads-no-key"
+
+
+def scripted_provider_for(candidate: Any, driver_class: Any, base_url: str) -> ProviderConfig:
+    """The scripted model at ``base_url`` as ``candidate``'s provider (a candidate document; see
+    ``providers.scripted_provider``), speaking the wire API its runtime needs: the one of the
+    candidate's configured profile when ``driver_class`` speaks it (opencode candidates keep
+    OpenRouter's Chat Completions), else the driver's first ``wire_apis``. The key variable is
+    the profile's when the candidate requires it, else the candidate's first required variable."""
+    names = list((candidate.get("qualification") or {}).get("requiredEnvironment") or [])
+    wire_apis = tuple(getattr(driver_class, "wire_apis", None) or ("responses",))
+    try:
+        profile: ProviderConfig | None = configured_provider(candidate)
+    except ProviderSettingsError:
+        profile = None
+    wire_api = profile.wire_api if profile is not None and profile.wire_api in wire_apis else wire_apis[0]
+    env_key = profile.env_key if profile is not None and profile.env_key in names else (names[0] if names else None)
+    return scripted_provider(base_url, wire_api=wire_api, env_key=env_key)
+
+
+def driver_options(driver_class: Any) -> dict[str, Any]:
+    """The driver's extra keyword arguments: ``binaries`` (``{runtime key: configured path}``) for
+    a driver that runs other executables besides its own (``extra_runtimes``: codex-acp runs codex)."""
+    extra = tuple(getattr(driver_class, "extra_runtimes", ()) or ())
+    return {"binaries": {key: configured_binary(key) for key in extra}} if extra else {}
+
+
+def configured_binary(runtime_key: str) -> str | None:
+    """The executable path the settings give a runtime (``RUNTIME_BINARIES``), or ``None``."""
+    value = (evalhub_setting("RUNTIME_BINARIES") or {}).get(runtime_key)
+    return str(value) if value else None
+
+
+def price_for(model: str) -> Price | None:
+    """The price of ``model`` (``candidates.prices.quoted_price``: the price table, then the
+    prices genai-prices ships), or ``None`` when neither has one (an unknown cost, never $0)."""
+    quoted = quoted_price(model)
+    if quoted is None:
+        return None
+    return Price(
+        model=quoted.model,
+        input=quoted.input_usd,
+        cached_input=quoted.cached_input_usd,
+        output=quoted.output_usd,
+        reasoning=quoted.reasoning_usd,
+        source=quoted.source,
+    )
+
+
+class LiveExecutor(Executor):
+    """Runs one schedule entry through the runtime named by :attr:`driver_path`."""
+
+    #: Dotted path of the :class:`runs.executors.live.contracts.Driver` subclass.
+    driver_path: str = ""
+
+    def driver_factory(self, candidate: Any = None) -> Any:
+        """The driver class for ``candidate`` (a candidate document; imported lazily, so a broken
+        driver fails one execution, not the app). Raises ``InfrastructureError`` when the
+        candidate names a runtime profile the driver does not have."""
+        return import_string(self.driver_path)
+
+    def execute(self, request: ExecutionRequest) -> dict[str, Any]:
+        """Run the entry and return its observation (see :class:`Executor`).
+
+        The model provider is ``request.provider`` when the run gives one (the scripted lane),
+        else the candidate's configured profile. Raises :class:`InfrastructureError`:
+        ``provider_not_configured`` (not retryable) when the candidate's profile is missing or
+        malformed, ``provider_key_missing`` (not retryable) when the profile's key variable is not
+        among the candidate's required variables, ``runtime_missing`` (not retryable) when the
+        runtime is not installed, and whatever the runtime or provider raised (see
+        ``run_live_execution``).
+        """
+        from runs.executors.live.session import run_live_execution
+
+        candidate, case = request.candidate, request.case
+        provider = request.provider
+        if provider is None:
+            try:
+                provider = configured_provider(candidate)
+            except ProviderSettingsError as exc:
+                raise InfrastructureError("provider_not_configured", False, str(exc)) from None
+        if provider.env_key and provider.env_key not in request.environment:
+            raise InfrastructureError(
+                "provider_key_missing",
+                False,
+                f"model provider profile {provider.profile!r} reads its key from {provider.env_key}, which is not "
+                f"among candidate {candidate.get('id')}'s required environment; add it to the candidate's qualification",
+            )
+        environment = dict(request.environment)
+        if provider.scripted:
+            # evalhub's scripted model reads no key: a real one must never travel to it (a scripted
+            # run repeated or taken over on another worker would send that worker's key to an
+            # address that may by then be anyone's).
+            environment = dict.fromkeys(environment, SCRIPTED_MODEL_KEY)
+        driver_class = self.driver_factory(candidate)
+        runtime = RUNTIMES[driver_class.runtime_key]
+        binary = configured_binary(runtime.key)
+        for key in (runtime.key, *getattr(driver_class, "extra_runtimes", ())):
+            if RUNTIMES[key].resolve(configured_binary(key)) is None:
+                raise InfrastructureError("runtime_missing", False, RUNTIMES[key].missing_message(configured_binary(key)))
+        sink = request.artifacts
+        result = run_live_execution(
+            execution_id=str(request.entry.get("executionId", "")),
+            case=case,
+            candidate=candidate,
+            prompt=str(case.get("prompt") or ""),
+            provider=provider,
+            driver_factory=driver_class,
+            binary=binary,
+            required_environment=environment,
+            allowlist=tuple(evalhub_setting("RUNTIME_ENV_ALLOWLIST") or ()),
+            # A scripted model bills nothing (the session prices it at a known $0), whatever the real model costs.
+            price=None if provider.scripted else price_for(str(candidate.get("model", ""))),
+            trace_cap_bytes=int(evalhub_setting("TRACE_CAP_BYTES")),
+            attempt=request.attempt,
+            artifact_sink=sink.store_trace if sink is not None else None,
+            driver_options=driver_options(driver_class),
+        )
+        return result.observation
+
+
+class CodexAppServerExecutor(LiveExecutor):
+    """A schedule entry through the real ``codex app-server`` (JSON-RPC over stdio)."""
+
+    runtime_name = "codex app-server"
+    driver_path = "runs.executors.live.drivers.codex.CodexAppServerDriver"
+
+
+class OpencodeServerExecutor(LiveExecutor):
+    """A schedule entry through the real ``opencode serve`` (HTTP and server-sent events)."""
+
+    runtime_name = "opencode serve"
+    driver_path = "runs.executors.live.drivers.opencode.OpencodeServerDriver"
+
+
+class AcpxRuntimeExecutor(LiveExecutor):
+    """A schedule entry through an ACP agent (Agent Client Protocol over stdio), by the candidate's
+    ``qualification.profile``: ``claude`` (claude-agent-acp) or ``codex`` (codex-acp)."""
+
+    runtime_name = "ACP agent"
+    driver_path = "runs.executors.live.drivers.acp.AcpDriver"
+
+    def driver_factory(self, candidate: Any = None) -> Any:
+        """The ACP driver bound to the candidate's agent profile. Raises ``InfrastructureError``
+        (``runtime_start_failed``, not retryable) for a candidate without a known profile."""
+        profile = ((candidate or {}).get("qualification") or {}).get("profile")
+        try:
+            return import_string(self.driver_path).for_profile(profile)
+        except ValueError as exc:
+            raise InfrastructureError("runtime_start_failed", False, f"candidate {(candidate or {}).get('id')}: {exc}") from None
