@@ -1,9 +1,12 @@
-"""Admin for runs, executions and attempts: read-only, because history is immutable (DESIGN.md
-principle 3). Runs are started by the nightly task, the ``nightly`` command or the API."""
+"""Admin for runs, executions and attempts: read-only, because history is immutable (docs/DESIGN.md
+principle 3). Runs are started by the nightly task, the ``nightly`` command or the API; from the
+run changelist staff can cancel runs, re-run their failed (or only infrastructure-failed)
+executions as new runs, and run the chaos lane."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -11,27 +14,34 @@ from django.utils.html import format_html
 
 from evalhub.admin_forms import EvalhubAdminMixin, ReadOnlyAdminMixin
 from evalhub.templatetags.evalhub_format import format_usd
-from runs.models import Alert, Attempt, CoverageCatalog, Execution, Report, Run, Scorecard, TraceArtifact
+from runs.alerting import send_test
+from runs.models import (
+    Alert,
+    Attempt,
+    CoverageCatalog,
+    Delivery,
+    DeliveryStatus,
+    Execution,
+    NotificationChannel,
+    Report,
+    RerunScope,
+    Run,
+    Scorecard,
+    TraceArtifact,
+)
+from runs.services import RunActionError, cancel_run, dispatch_run, rerun_run
+from schedules.models import ChaosScenario
 
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = (
-        "id",
-        "night",
-        "rotation_day",
-        "trigger",
-        "status",
-        "spent",
-        "cost_ceiling_usd",
-        "has_unpriced",
-        "stopped_at_ceiling",
-        "created_at",
-        "page",
-    )
+    # Fits a 1366 px window beside the filters: the rotation day, unknown costs and a stop at the
+    # ceiling are filters; the cost reads against its ceiling in one column.
+    list_display = ("id", "night", "trigger", "lane", "status", "repeat_of", "cost", "created_at", "page")
     list_display_links = ("id", "night")
-    list_filter = ("status", "trigger", "has_unpriced", "stopped_at_ceiling", "schedule__rotation_day")
+    list_filter = ("status", "trigger", "lane", "has_unpriced", "stopped_at_ceiling", "schedule__rotation_day")
     list_select_related = ("schedule",)
+    actions = ("cancel_runs", "rerun_failed", "rerun_infrastructure_failed", "rerun_skipped")
     date_hierarchy = "created_at"
     search_fields = ("=id", "schedule__seed")
     fields = (
@@ -39,8 +49,12 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "trigger",
         "status",
         "selection",
+        "repeat_of",
+        "repeat_scope",
         "cost_ceiling_usd",
         "spent",
+        "reserved_usd",
+        "cancel_requested_at",
         "has_unpriced",
         "stopped_at_ceiling",
         "error",
@@ -51,6 +65,46 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "executions_link",
     )
     readonly_fields = fields
+
+    def has_run_permission(self, request: HttpRequest) -> bool:
+        """Cancelling and re-running are for staff (the API's write rule)."""
+        return bool(request.user.is_active and request.user.is_staff)
+
+    @admin.action(description="Cancel the selected runs", permissions=["run"])
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        for run in queryset:
+            try:
+                skipped = cancel_run(run)
+            except RunActionError as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+                continue
+            self.message_user(request, f"run {run.pk} cancelled: {skipped} pending execution(s) skipped, running ones interrupted")
+
+    def _rerun(self, request: HttpRequest, queryset: QuerySet[Run], scope: str) -> None:
+        for run in queryset:
+            try:
+                with transaction.atomic():
+                    rerun = rerun_run(run, scope=scope)
+                    dispatch_run(rerun)
+            except RunActionError as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                f"run {rerun.pk} re-runs {rerun.executions.count()} {RerunScope(scope).label} of run {run.pk} (queued for the workers)",
+            )
+
+    @admin.action(description="Re-run the failed executions as a new run", permissions=["run"])
+    def rerun_failed(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        self._rerun(request, queryset, RerunScope.FAILED)
+
+    @admin.action(description="Re-run only the infrastructure-failed executions as a new run", permissions=["run"])
+    def rerun_infrastructure_failed(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        self._rerun(request, queryset, RerunScope.INFRASTRUCTURE)
+
+    @admin.action(description="Re-run the skipped executions as a new run (after adding credentials, or a cancel)", permissions=["run"])
+    def rerun_skipped(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        self._rerun(request, queryset, RerunScope.SKIPPED)
 
     @admin.display(description="night", ordering="schedule__night")
     def night(self, run: Run) -> object:
@@ -65,6 +119,15 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         text = format_usd(run.spent_usd)
         return f"{text} (some costs unknown)" if run.has_unpriced else text
 
+    @admin.display(description="cost", ordering="spent_usd")
+    def cost(self, run: Run) -> str:
+        """``$1.20 of $12.00``, with unknown costs and a stop at the ceiling said in words."""
+        notes = [
+            note for flag, note in ((run.has_unpriced, "some costs unknown"), (run.stopped_at_ceiling, "stopped at the ceiling")) if flag
+        ]
+        text = f"{format_usd(run.spent_usd)} of {format_usd(run.cost_ceiling_usd)}"
+        return f"{text} ({'; '.join(notes)})" if notes else text
+
     @admin.display(description="page")
     def page(self, run: Run) -> str:
         return format_html('<a href="{}">view run</a>', reverse("pages:run", args=[run.pk]))
@@ -77,7 +140,19 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 class AttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = Attempt
-    fields = ("number", "outcome", "error_code", "retryable", "message", "cost", "duration_ms", "started_at", "finished_at")
+    fields = (
+        "number",
+        "outcome",
+        "error_code",
+        "retryable",
+        "message",
+        "cost",
+        "counted_usd",
+        "owner",
+        "duration_ms",
+        "started_at",
+        "finished_at",
+    )
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -142,7 +217,11 @@ class ExecutionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "duration_ms",
         "started_at",
         "finished_at",
+        "owner",
+        "lease_expires_at",
+        "dispatches",
         "observation",
+        "chaos",
     )
     readonly_fields = fields
     inlines = (AttemptInline, TraceArtifactInline)
@@ -203,7 +282,18 @@ class AlertInline(ReadOnlyAdminMixin, admin.TabularInline):
 class ReportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Reports are history: built by the reporting service, read here with their alerts."""
 
-    list_display = ("id", "run_link", "bundle_id", "is_refresh", "executions", "scoreable", "passed", "mean_overall", "alert_count", "generated_at")
+    list_display = (
+        "id",
+        "run_link",
+        "bundle_id",
+        "is_refresh",
+        "executions",
+        "scoreable",
+        "passed",
+        "mean_overall",
+        "alert_count",
+        "generated_at",
+    )
     list_filter = ("is_refresh", "source", "scoring_version", "bundle_id")
     search_fields = ("=run__id", "bundle_id")
     fields = (
@@ -263,3 +353,69 @@ class CoverageCatalogAdmin(EvalhubAdminMixin, admin.ModelAdmin):
     @admin.display(description="operations")
     def operation_count(self, catalog: CoverageCatalog) -> int:
         return len(catalog.operation_ids) if isinstance(catalog.operation_ids, list) else 0
+
+
+@admin.register(NotificationChannel)
+class NotificationChannelAdmin(EvalhubAdminMixin, admin.ModelAdmin):
+    """Where new alerts go. A webhook's URL is named by its environment variable, never typed here;
+    "send a test" sends each selected channel a test notice now and says what happened."""
+
+    list_display = ("name", "kind", "enabled", "url_env", "min_severity", "created_at")
+    list_filter = ("kind", "enabled")
+    fields = ("name", "kind", "enabled", "url_env", "recipients", "min_severity", "created_at")
+    readonly_fields = ("created_at",)
+    actions = ("send_test_notification",)
+
+    @admin.action(description="Send a test notification to the selected channels")
+    def send_test_notification(self, request: HttpRequest, queryset: QuerySet[NotificationChannel]) -> None:
+        for channel in queryset.order_by("name"):
+            delivery = send_test(channel)
+            if delivery.status == DeliveryStatus.SENT:
+                self.message_user(request, f"Test notification sent to {channel.name}.", messages.SUCCESS)
+            else:
+                self.message_user(request, f"Test notification to {channel.name} failed: {delivery.last_error}", messages.ERROR)
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Every notification sent or being retried, with its outcome: a record, never edited."""
+
+    list_display = ("id", "channel", "alert_code", "status", "attempts", "next_attempt_at", "sent_at", "last_error")
+    list_filter = ("status", "channel")
+    list_select_related = ("channel", "alert")
+    fields = ("channel", "alert", "status", "attempts", "created_at", "next_attempt_at", "sent_at", "last_error")
+    readonly_fields = fields
+
+    @admin.display(description="alert", ordering="alert__code")
+    def alert_code(self, delivery: Delivery) -> str:
+        return delivery.alert.code if delivery.alert_id else "(test)"
+
+
+@admin.action(description="Run the selected scenarios in the chaos lane (a chaos run, one execution per scenario)")
+def run_chaos_scenarios(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[ChaosScenario]) -> None:
+    """Inject each selected scenario's fault into evalhub's own pipeline and check its invariant."""
+    from runs.chaos import ChaosError, run_chaos_lane
+
+    if not request.user.is_staff:
+        modeladmin.message_user(request, "only staff can run the chaos lane", messages.ERROR)
+        return
+    try:
+        run = run_chaos_lane(keys=list(queryset.values_list("key", flat=True)))
+    except ChaosError as exc:
+        modeladmin.message_user(request, str(exc), messages.ERROR)
+        return
+    total = run.executions.count()
+    held = run.executions.filter(classification="completed").count()
+    url = reverse("pages:run", args=[run.pk])
+    modeladmin.message_user(
+        request,
+        format_html('chaos run <a href="{}">{}</a>: {} of {} invariants held', url, run.pk, held, total),
+        messages.SUCCESS if held == total else messages.ERROR,
+    )
+
+
+# The chaos scenarios are edited in the schedules app's admin; running them belongs to runs (the
+# layers go one way), so the action is added to that admin here.
+_chaos_admin = admin.site._registry.get(ChaosScenario)
+if _chaos_admin is not None and run_chaos_scenarios not in (_chaos_admin.actions or ()):
+    _chaos_admin.actions = (*(_chaos_admin.actions or ()), run_chaos_scenarios)

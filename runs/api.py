@@ -3,7 +3,7 @@ scorecards, reports (and their exports), alerts and comparisons; plus ``POST /ap
 and ``POST /api/score/`` (any signed-in user) to score observations without storing anything.
 
 Money is a JSON number of US dollars. An execution whose price is unknown reads
-``costUsd: null, costKnown: false`` (never $0, known-failure-modes B5); ``chargedUsd`` is what it
+``costUsd: null, costKnown: false`` (never $0, docs/failure-modes.md B5); ``chargedUsd`` is what it
 counted against the run's ceiling (its budget's ``maxCostUsd`` when the price is unknown).
 """
 
@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db import transaction
+from django.db.models import Count, Prefetch, QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import exceptions, serializers, status
 from rest_framework.decorators import action
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -24,11 +32,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from candidates.secrets import redact
 from evalhub.api.exceptions import Conflict
-from evalhub.api.serializers import UsdField
+from evalhub.api.pagination import PageOrCursorPagination
+from evalhub.api.params import WholeNumberParam, reject_unknown_params
+from evalhub.api.serializers import RejectUnknownFieldsMixin, UsdField
 from evalhub.api.views import ApiViewMixin, ReadOnlyViewSet
-from runs.exports import EXPORT_FORMATS, export_report
+from evalhub.secrets import redact, redact_data
+from runs.evaluation.exports import EXPORT_FORMATS
+from runs.evaluation.observation_schema import ObservationError, validate_observation
+from runs.evaluation.observations import finite_json
+from runs.evaluation.reports import compare_reports
+from runs.evaluation.scoring import DIMENSIONS, GATE_DIMENSIONS, options_problem, score_observation_noted
+from runs.executors.live.trace import TraceIntegrityError, read_artifact
 from runs.filters import AlertFilter, ExecutionFilter, ReportFilter, RunFilter, ScorecardFilter
 from runs.models import (
     Alert,
@@ -39,34 +54,40 @@ from runs.models import (
     Execution,
     ExecutionStatus,
     Report,
+    RerunScope,
     Run,
     RunLane,
     RunStatus,
     Scorecard,
     TraceArtifact,
     Trigger,
+    trace_filename,
 )
-from runs.harness.trace import TraceIntegrityError, read_artifact
-from runs.observation_schema import ObservationError, validate_observation
-from runs.observations import finite_json
-from runs.queries import run_history
-from runs.reporting import refresh_run
-from runs.reports import compare_reports
-from runs.scoring import score_observation
+from runs.queries import LEADERBOARD_NIGHTS, LEADERBOARD_SORTS, MAX_LEADERBOARD_NIGHTS, count_executions, leaderboard, run_history
+from runs.reporting import export_report, refresh_run
+from runs.services import RunActionError, cancel_run, dispatch_run, rerun_run
 from schedules.services import iso_timestamp
 
 
 def run_queryset() -> QuerySet[Run]:
     """The run history (newest first, schedule loaded, counts per classification annotated by
     :func:`runs.queries.run_history`) plus ``pending_count``: one query for a whole page."""
-    return run_history().annotate(pending_count=Count("executions", filter=Q(executions__classification="")))
+    return run_history().annotate(pending_count=count_executions(classification=""))
+
+
+#: The long lists' one order (page numbers and cursors alike): newest run first, then schedule order.
+EXECUTION_ORDER = ("-run_id", "position", "id")
+SCORECARD_ORDER = ("-execution__run_id", "execution__position", "id")
 
 
 def execution_queryset() -> QuerySet[Execution]:
-    """Executions, newest run first then schedule order, with their attempts: two queries."""
-    return Execution.objects.prefetch_related(
-        Prefetch("attempts", queryset=Attempt.objects.order_by("number", "id"))
-    ).order_by("-run_id", "position", "id")
+    """Executions (with their run, for its lane), newest run first then schedule order, with their
+    attempts: two queries."""
+    return (
+        Execution.objects.select_related("run")
+        .prefetch_related(Prefetch("attempts", queryset=Attempt.objects.order_by("number", "id")))
+        .order_by(*EXECUTION_ORDER)
+    )
 
 
 def failure_code_counts(run_ids: list[int]) -> dict[int, dict[str, int]]:
@@ -120,10 +141,16 @@ class RunSerializer(serializers.Serializer):
     rotationDay = serializers.IntegerField(source="schedule.rotation_day", read_only=True)
     trigger = serializers.ChoiceField(choices=Trigger.choices, read_only=True)
     lane = serializers.ChoiceField(
-        choices=RunLane.choices, read_only=True, help_text="live (measured), replay (a refresh) or scripted (a scripted model, not measured)."
+        choices=RunLane.choices,
+        read_only=True,
+        help_text="live (measured), replay (a refresh), scripted (a scripted model, not measured) or chaos (pipeline faults).",
     )
     status = serializers.ChoiceField(choices=RunStatus.choices, read_only=True)
     selection = SelectionField(read_only=True)
+    repeatOf = serializers.IntegerField(source="repeat_of_id", read_only=True, allow_null=True, help_text="The run this re-run repeats.")
+    repeatScope = serializers.CharField(source="repeat_scope", read_only=True, help_text="failed, infrastructure, or empty.")
+    reservedUsd = UsdField(source="reserved_usd", read_only=True, help_text="Held against the ceiling by the attempts running now.")
+    cancelRequestedAt = serializers.DateTimeField(source="cancel_requested_at", read_only=True, allow_null=True)
     costCeilingUsd = UsdField(source="cost_ceiling_usd", read_only=True)
     spentUsd = UsdField(source="spent_usd", read_only=True, help_text="Unknown prices count at the budget's maxCostUsd.")
     hasUnpriced = serializers.BooleanField(source="has_unpriced", read_only=True)
@@ -153,7 +180,7 @@ class AttemptSerializer(serializers.Serializer):
     costUsd = UsdField(source="cost_usd", read_only=True, allow_null=True)
     durationMs = serializers.IntegerField(source="duration_ms", read_only=True)
     startedAt = serializers.DateTimeField(source="started_at", read_only=True)
-    finishedAt = serializers.DateTimeField(source="finished_at", read_only=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)
 
 
 class FailureSerializer(serializers.Serializer):
@@ -165,10 +192,16 @@ class FailureSerializer(serializers.Serializer):
     message = serializers.CharField(source="failure_message", read_only=True)
 
 
-@extend_schema_field({"type": "object", "nullable": True, "additionalProperties": {},
-                      "description": "The reference observation document (paperclip.runner.workflow-observation.v1)."})
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "additionalProperties": {},
+        "description": "The reference observation document (paperclip.runner.workflow-observation.v1).",
+    }
+)
 class ObservationField(serializers.JSONField):
-    """The stored observation; a non-finite number (which JSON cannot carry) reads as null (B9)."""
+    """The stored observation; a non-finite number (which JSON cannot carry) reads as null (docs/failure-modes.md B9)."""
 
     def to_representation(self, value: Any) -> Any:
         return finite_json(value)
@@ -183,6 +216,11 @@ class ExecutionSerializer(serializers.Serializer):
 
     id = serializers.IntegerField(read_only=True)
     run = serializers.IntegerField(source="run_id", read_only=True)
+    lane = serializers.CharField(
+        source="run.lane",
+        read_only=True,
+        help_text="The run's lane: live (measured), scripted (a scripted model, not measured) or replay (a refresh).",
+    )
     executionId = serializers.CharField(source="execution_id", read_only=True)
     position = serializers.IntegerField(read_only=True)
     caseId = serializers.CharField(source="case_key", read_only=True)
@@ -194,13 +232,13 @@ class ExecutionSerializer(serializers.Serializer):
     failure = FailureSerializer(source="*", read_only=True, allow_null=True)
     costUsd = UsdField(source="cost_usd", read_only=True, allow_null=True)
     costKnown = serializers.BooleanField(source="cost_known", read_only=True)
-    chargedUsd = UsdField(
-        source="cost_usd", read_only=True, allow_null=True, help_text="What counted against the run's ceiling."
-    )
+    chargedUsd = UsdField(source="cost_usd", read_only=True, allow_null=True, help_text="What counted against the run's ceiling.")
     durationMs = serializers.IntegerField(source="duration_ms", read_only=True, allow_null=True)
     startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)
     observation = ObservationField(read_only=True)
+    owner = serializers.CharField(read_only=True, help_text="The machine and process that ran it (host:pid).")
+    chaos = ObservationField(read_only=True, help_text="A chaos-lane execution's scenario and checked invariants; null otherwise.")
     attempts = AttemptSerializer(many=True, read_only=True)
 
     def to_representation(self, execution: Execution) -> dict[str, Any]:
@@ -239,7 +277,7 @@ class RunViewSet(ReadOnlyViewSet):
         request=None,
         responses={
             201: inline_serializer("RefreshCreated", {"run": serializers.IntegerField(), "report": serializers.IntegerField()}),
-            400: OpenApiResponse(description='{"detail": "..."}: the run cannot be refreshed (a refresh, or not finished).'),
+            409: OpenApiResponse(description='{"detail": "..."}: the run cannot be refreshed (a refresh, or not finished).'),
         },
     )
     @action(detail=True, methods=["post"])
@@ -253,8 +291,54 @@ class RunViewSet(ReadOnlyViewSet):
         try:
             refresh = refresh_run(run, generated_at=iso_timestamp(timezone.now()))
         except ValueError as exc:
-            raise exceptions.ParseError(str(exc)) from None
+            raise Conflict(str(exc)) from None
         return Response({"run": refresh.pk, "report": refresh.report.pk}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: inline_serializer("RunCancelled", {"run": serializers.IntegerField(), "skipped": serializers.IntegerField()}),
+            409: OpenApiResponse(description='{"detail": "..."}: the run already ended.'),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Cancel this run (staff only): pending executions become ``skipped`` / ``run_cancelled``,
+        running ones are interrupted and their runtimes stopped. 200 ``{run, skipped}``."""
+        run = self.get_object()
+        try:
+            skipped = cancel_run(run)
+        except RunActionError as exc:
+            raise Conflict(str(exc)) from None
+        return Response({"run": run.pk, "skipped": skipped})
+
+    @extend_schema(
+        request=inline_serializer(
+            "RerunRequest", {"scope": serializers.ChoiceField(choices=RerunScope.choices, default=RerunScope.FAILED)}
+        ),
+        responses={
+            201: inline_serializer("RerunCreated", {"run": serializers.IntegerField(), "executions": serializers.IntegerField()}),
+            400: OpenApiResponse(description='{"detail": "..."}: scope is not failed, infrastructure or skipped.'),
+            409: OpenApiResponse(description='{"detail": "..."}: the run has not ended, or nothing in the scope failed.'),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def rerun(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Re-run this run's failed executions (``scope: failed``), only its infrastructure-failed
+        ones (``scope: infrastructure``) or its skipped ones (``scope: skipped``: missing
+        credentials, the ceiling, a cancel) as a new run that points at this one (staff only); the new
+        run is queued for the workers. 201 ``{run, executions}``."""
+        run = self.get_object()
+        scope = request.data.get("scope", RerunScope.FAILED) if isinstance(request.data, dict) else None
+        if scope not in RerunScope.values:
+            raise exceptions.ParseError(f"scope must be one of: {', '.join(RerunScope.values)}")
+        try:
+            with transaction.atomic():
+                rerun = rerun_run(run, scope=scope)
+                dispatch_run(rerun)
+        except RunActionError as exc:
+            raise Conflict(str(exc)) from None
+        return Response({"run": rerun.pk, "executions": rerun.executions.count()}, status=status.HTTP_201_CREATED)
 
     def _serializer(self, runs: Run | list[Run], **kwargs: Any) -> RunSerializer:
         ids = [run.pk for run in runs] if isinstance(runs, list) else [runs.pk]
@@ -268,9 +352,17 @@ class TraceNegotiation(DefaultContentNegotiation):
 
     def select_renderer(self, request: Request, renderers: list[Any], format_suffix: str | None = None) -> tuple[Any, str]:
         view = (request.parser_context or {}).get("view")
-        if getattr(view, "action", None) == "trace":
+        if getattr(view, "action", None) == "download_trace":
             return renderers[0], renderers[0].media_type
         return super().select_renderer(request, renderers, format_suffix)
+
+
+ATTEMPT_PARAM = WholeNumberParam(
+    "attempt",
+    description="The attempt number (1, 2); default the last attempt that recorded a trace.",
+    message="Give an attempt number: 1, 2, ...",
+    maximum=2**31 - 1,
+)
 
 
 class ExecutionViewSet(ReadOnlyViewSet):
@@ -283,19 +375,17 @@ class ExecutionViewSet(ReadOnlyViewSet):
     queryset = execution_queryset()
     serializer_class = ExecutionSerializer
     filterset_class = ExecutionFilter
+    pagination_class = PageOrCursorPagination
+    cursor_ordering = EXECUTION_ORDER
     content_negotiation_class = TraceNegotiation
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "attempt", OpenApiTypes.INT, required=False,
-                description="The attempt number (1, 2); default the last attempt that recorded a trace.",
-            )
-        ],
+        operation_id="executions_trace_retrieve",
+        parameters=[ATTEMPT_PARAM.openapi],
         responses={
             (200, "application/gzip"): OpenApiResponse(
                 response=OpenApiTypes.BINARY,
-                description="The gzip-compressed NDJSON trace (upstream-spec §6.2), as an attachment. Headers "
+                description="The gzip-compressed NDJSON trace (the reference's provider trace format, see runs/executors/live/trace.py), as an attachment. Headers "
                 "X-Trace-Digest (sha256 of the NDJSON), X-Trace-Frames, X-Trace-Truncated.",
             ),
             400: OpenApiResponse(description='{"attempt": ["..."]}: not an attempt number.'),
@@ -304,24 +394,22 @@ class ExecutionViewSet(ReadOnlyViewSet):
         },
         filters=False,
     )
-    @action(detail=True, methods=["get"], filterset_class=None)
-    def trace(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
+    # Not named ``trace``: DRF dispatches an HTTP method to the view attribute of its name, so an
+    # action called ``trace`` would answer the TRACE method (and list it in ``Allow``).
+    @action(detail=True, methods=["get"], url_path="trace", url_name="trace", filterset_class=None)
+    def download_trace(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
         """The raw protocol trace of one attempt, verified against its digest before it is sent.
 
         Traces are evidence for debugging one execution; they are never part of reports or exports.
         """
-        unknown = [name for name in request.query_params if name != "attempt"]
-        if unknown:
-            raise exceptions.ValidationError({name: ["Unknown query parameter. Accepted: attempt."] for name in unknown})
-        attempt = request.query_params.get("attempt")
-        if attempt is not None and not (attempt.isascii() and attempt.isdigit() and 0 < int(attempt) < 2**31):
-            raise exceptions.ValidationError({"attempt": ["Give an attempt number: 1, 2, ..."]})
+        reject_unknown_params(request, ("attempt",))
+        attempt = ATTEMPT_PARAM.parse(request)
         pk = self.kwargs[self.lookup_url_kwarg or self.lookup_field]
-        execution_id = Execution.objects.filter(pk=pk).values_list("execution_id", flat=True).first()
-        if execution_id is None:
+        found = Execution.objects.filter(pk=pk).values_list("execution_id", "run_id").first()
+        if found is None:
             raise exceptions.NotFound(f"There is no execution {pk}.")
         traces = TraceArtifact.objects.filter(execution_id=pk)
-        trace = (traces.filter(attempt=int(attempt)) if attempt else traces.order_by("-attempt")).first()
+        trace = (traces.filter(attempt=attempt) if attempt else traces.order_by("-attempt")).first()
         if trace is None:
             which = f"attempt {attempt} of execution {pk}" if attempt else f"execution {pk}"
             raise exceptions.NotFound(f"There is no recorded trace for {which}.")
@@ -330,7 +418,7 @@ class ExecutionViewSet(ReadOnlyViewSet):
         except TraceIntegrityError as exc:
             raise Conflict(f"The stored trace of attempt {trace.attempt} cannot be served: {exc}.") from None
         response = HttpResponse(bytes(trace.data), content_type="application/gzip")
-        response["Content-Disposition"] = f'attachment; filename="{execution_id}-attempt-{trace.attempt}.trace.ndjson.gz"'
+        response["Content-Disposition"] = f'attachment; filename="{trace_filename(found[1], found[0], trace.attempt)}"'
         response["X-Trace-Digest"] = trace.digest
         response["X-Trace-Frames"] = str(trace.frame_count)
         response["X-Trace-Truncated"] = "true" if trace.truncated else "false"
@@ -340,14 +428,21 @@ class ExecutionViewSet(ReadOnlyViewSet):
 # -- scorecards, reports, alerts, comparisons ------------------------------------------------------
 
 
-@extend_schema_field({"type": "object", "additionalProperties": {},
-                      "description": "A reference document, as stored (camelCase keys, numbers as JSON)."})
+@extend_schema_field(
+    {"type": "object", "additionalProperties": {}, "description": "A reference document, as stored (camelCase keys, numbers as JSON)."}
+)
 class DocumentField(serializers.JSONField):
     """A stored reference document (scorecard, report, comparison), as is."""
 
 
-@extend_schema_field({"type": "object", "nullable": True, "additionalProperties": {},
-                      "description": "The comparison with the previous compatible report, or null (none, or a refresh)."})
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "additionalProperties": {},
+        "description": "The comparison with the previous compatible report, or null (none, or a refresh).",
+    }
+)
 class ComparisonField(serializers.JSONField):
     """A stored comparison document or null."""
 
@@ -374,9 +469,11 @@ class ScorecardViewSet(ReadOnlyViewSet):
     ``/api/scorecards/`` and ``/api/scorecards/{id}/``. Filters: ``run``, ``candidate``, ``case``.
     Skipped and infrastructure-failure executions have scorecards with null scores."""
 
-    queryset = Scorecard.objects.select_related("execution").order_by("-execution__run_id", "execution__position", "id")
+    queryset = Scorecard.objects.select_related("execution").order_by(*SCORECARD_ORDER)
     serializer_class = ScorecardSerializer
     filterset_class = ScorecardFilter
+    pagination_class = PageOrCursorPagination
+    cursor_ordering = SCORECARD_ORDER
 
 
 class ReportCountsSerializer(serializers.Serializer):
@@ -448,7 +545,10 @@ class ExportNegotiation(DefaultContentNegotiation):
 
 
 EXPORT_FORMAT_PARAMETER = OpenApiParameter(
-    "format", OpenApiTypes.STR, enum=list(EXPORT_FORMATS), default="json",
+    "format",
+    OpenApiTypes.STR,
+    enum=list(EXPORT_FORMATS),
+    default="json",
     description="json ({report, alerts, comparison} as the reference's live-report.json), markdown, junit (JUnit XML) "
     "or github (the CI job summary).",
 )
@@ -513,9 +613,10 @@ class AlertViewSet(ReadOnlyViewSet):
     filterset_class = AlertFilter
 
 
-class ComparisonQuerySerializer(serializers.Serializer):
-    current = serializers.IntegerField(min_value=1, help_text="Report id of the newer run.")
-    previous = serializers.IntegerField(min_value=1, help_text="Report id to compare it with.")
+COMPARISON_PARAMS = (
+    WholeNumberParam("current", description="Report id of the newer run.", message="Give a report id: 1, 2, ...", required=True),
+    WholeNumberParam("previous", description="Report id to compare it with.", message="Give a report id: 1, 2, ...", required=True),
+)
 
 
 class ComparisonView(ApiViewMixin, APIView):
@@ -525,10 +626,7 @@ class ComparisonView(ApiViewMixin, APIView):
 
     @extend_schema(
         operation_id="comparison",
-        parameters=[
-            OpenApiParameter("current", OpenApiTypes.INT, required=True, description="Report id of the newer run."),
-            OpenApiParameter("previous", OpenApiTypes.INT, required=True, description="Report id to compare it with."),
-        ],
+        parameters=[param.openapi for param in COMPARISON_PARAMS],
         responses={
             200: inline_serializer(
                 "Comparison",
@@ -543,31 +641,24 @@ class ComparisonView(ApiViewMixin, APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        unknown = [name for name in request.query_params if name not in ("current", "previous")]
-        if unknown:
-            raise exceptions.ValidationError(
-                {name: ["Unknown query parameter. Accepted: current, previous."] for name in unknown}
-            )
-        query = ComparisonQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        ids = (query.validated_data["current"], query.validated_data["previous"])
-        reports = {
-            report.pk: report for report in Report.objects.filter(pk__in=ids).only("id", "document", "is_refresh", "is_scripted")
-        }
+        reject_unknown_params(request, tuple(param.name for param in COMPARISON_PARAMS))
+        errors: dict[str, Any] = {}
+        ids: list[int] = []
+        for param in COMPARISON_PARAMS:
+            try:
+                ids.append(param.parse(request))
+            except exceptions.ValidationError as exc:
+                errors.update(exc.detail)
+        if errors:
+            raise exceptions.ValidationError(errors)
+        reports = {report.pk: report for report in Report.objects.filter(pk__in=ids).only("id", "document", "is_refresh", "is_scripted")}
         missing = [report_id for report_id in ids if report_id not in reports]
         if missing:
             raise exceptions.NotFound(f"There is no report {missing[0]}.")
         current, previous = (reports[report_id] for report_id in ids)
-        refreshes = [report.pk for report in (current, previous) if report.is_refresh]
-        if refreshes:
-            raise exceptions.ValidationError(
-                {"detail": f"Report {refreshes[0]} is a refresh (re-scored, not measured); compare measured reports only."}
-            )
-        scripted = [report.pk for report in (current, previous) if report.is_scripted]
-        if scripted:
-            raise exceptions.ValidationError(
-                {"detail": f"Report {scripted[0]} is a scripted run (a scripted model, not measured); compare measured reports only."}
-            )
+        for report in (current, previous):
+            if reason := report.not_a_measurement():
+                raise exceptions.ValidationError({"detail": f"Report {report.pk} is {reason}; compare measured reports only."})
         return Response(
             {"current": current.pk, "previous": previous.pk, "comparison": compare_reports(current.document, previous.document)}
         )
@@ -580,44 +671,87 @@ SCORE_BODY_HELP = (
 )
 
 
-def score_item(index: int, item: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """``(scorecard, [])`` or ``({"error": message}, every problem)`` for one ``{observation, options}``.
+def score_item(index: int, item: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
+    """``(scorecard, [], notes)`` or ``({"error": message}, every problem, [])`` for one ``{observation, options}``.
 
-    The same scoring as ``manage.py score`` (:func:`runs.scoring.score_observation`, so the message is
-    the reference's error text when the reference rejects the observation too). Invalid options list
-    their problem first, then every problem of the observation. Messages are redacted: an option name
-    or dimension is echoed back and could be secret-shaped.
+    The same scoring as ``manage.py score`` (:func:`runs.evaluation.scoring.score_observation_noted`, so the
+    message is the reference's error text when the reference rejects the observation too, and ``notes`` say
+    what the reference accepts and ignores). The observation is checked first, as the reference does, so
+    its message is the error; invalid options still list their problem first among the problems. Messages and notes are redacted: an option name or dimension is echoed back and
+    could be secret-shaped.
     """
     if "observation" not in item:
         message = f"item {index} must be an object with observation and options"
-        return {"error": message}, [message]
+        return {"error": message}, [message], []
     observation = item["observation"]
     try:
-        return score_observation(observation, item.get("options", {})), []
-    except ObservationError as exc:
+        scorecard, notes = score_observation_noted(observation, item.get("options", {}))
+    except ObservationError as exc:  # checked first, as the reference does: its message is the error
         message, problems = str(exc), exc.problems
-    except ValueError as exc:  # invalid options (checked before the observation)
+    except ValueError as exc:  # invalid options
         message, problems = str(exc), [str(exc), *validate_observation(observation)]
-    return {"error": redact(message)}, [redact(problem) for problem in problems]
+    else:
+        return scorecard, [], [redact(note) for note in notes]
+    option_problem = options_problem(item.get("options", {}))
+    if option_problem is not None and option_problem not in problems:
+        problems = [option_problem, *problems]
+    return {"error": redact(message)}, [redact(problem) for problem in problems], []
 
 
-@extend_schema_field({"type": "object", "additionalProperties": {},
-                      "description": "A reference observation (paperclip.runner.workflow-observation.v1)."})
+@extend_schema_field(
+    {"type": "object", "additionalProperties": {}, "description": "A reference observation (paperclip.runner.workflow-observation.v1)."}
+)
 class ObservationDocumentField(serializers.JSONField):
-    """An observation document, validated by :func:`runs.observation_schema.validate_observation`."""
+    """An observation document, validated by :func:`runs.evaluation.observation_schema.validate_observation`."""
+
+
+def _dimension_numbers_schema(dimensions: tuple[str, ...], description: str, *, nullable_values: bool) -> dict[str, Any]:
+    # Unknown dimensions (and, for weights, the gates) are accepted and ignored with a note, as the
+    # reference scorer ignores them (docs/scoring.md): the object stays open.
+    number: dict[str, Any] = {"type": "number", "nullable": True} if nullable_values else {"type": "number"}
+    return {
+        "type": "object",
+        "nullable": True,
+        "properties": dict.fromkeys(dimensions, number),
+        "additionalProperties": {},
+        "description": description,
+    }
+
+
+@extend_schema_field(
+    _dimension_numbers_schema(
+        tuple(dimension for dimension in DIMENSIONS if dimension not in GATE_DIMENSIONS),
+        "Weights of non-gate dimensions; defaults for the rest (a negative weight is used as given, with a note). "
+        "A weight on a gate dimension (hard_invariants, lifecycle_integrity) is ignored with a note: gates always "
+        "weigh 0. Their sum must stay a finite double.",
+        nullable_values=False,
+    )
+)
+class WeightsField(serializers.JSONField):
+    """Weights by non-gate dimension (documentation only)."""
+
+
+@extend_schema_field(
+    _dimension_numbers_schema(
+        DIMENSIONS,
+        "Pass thresholds by dimension (a score passes when it is at least its threshold); default 1, also for null.",
+        nullable_values=True,
+    )
+)
+class ThresholdsField(serializers.JSONField):
+    """Thresholds by dimension (documentation only)."""
 
 
 class ScoreOptionsSerializer(serializers.Serializer):
-    """Scoring options, as ``scoreRunnerWorkflow`` takes them (documentation only)."""
+    """Scoring options, as ``scoreRunnerWorkflow`` takes them (documentation only). Unknown options are
+    accepted and ignored with a note, as the reference ignores them."""
 
-    bundleId = serializers.CharField()
-    weights = serializers.DictField(child=serializers.FloatField(), required=False, allow_null=True,
-                                    help_text="Weights (>= 0) of non-gate dimensions; defaults for the rest.")
-    thresholds = serializers.DictField(child=serializers.FloatField(), required=False, allow_null=True,
-                                       help_text="Pass thresholds (0..1) by dimension; default 1.")
+    bundleId = serializers.CharField(allow_blank=True)
+    weights = WeightsField(required=False, allow_null=True)
+    thresholds = ThresholdsField(required=False, allow_null=True)
 
 
-class ScoreItemSerializer(serializers.Serializer):
+class ScoreItemSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     """One observation to score (documentation only: the view validates the body itself)."""
 
     observation = ObservationDocumentField()
@@ -629,9 +763,29 @@ class ScoreProblemsSerializer(serializers.Serializer):
     problems = serializers.ListField(child=serializers.CharField(), help_text="Every problem with the item.")
 
 
+class ScoreNotesSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="Position of the scored item in the request array.")
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text=(
+            "What the reference scorer accepts and ignores in this item (a weight on a gate, an unknown option, "
+            "a field scoring does not read that breaks the reference schema). The scorecard is unchanged by them."
+        ),
+    )
+
+
+SCORE_NOTES_FIELD = ScoreNotesSerializer(many=True, help_text="Items scored with notes, in order; items without notes are left out.")
+
+#: ``?notes=`` values: a 200 is the bare array of scorecards unless notes are asked for.
+SCORE_NOTES_FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
 class ScoreView(ApiViewMixin, APIView):
     """``POST /api/score/``: score a JSON array of ``{observation, options}`` (at most 500) into reference
-    scorecards, in order, exactly as ``manage.py score FILE`` does. Nothing is stored.
+    scorecards, in order, exactly as ``manage.py score FILE`` does. Nothing is stored. A 200 is the array of
+    scorecards; with ``?notes=true`` it is ``{"results": [...], "notes": [{"index", "notes"}]}``, what the
+    reference accepts and ignores (docs/scoring.md) said beside the unchanged scorecards. A 400 is
+    ``{"errors", "results", "notes"}``.
 
     Any signed-in user may call it: it is a POST only because the observations travel in the body, it
     writes nothing, so the default ``ReadSignedInWriteStaff`` (which reserves POST for staff) does not
@@ -643,48 +797,180 @@ class ScoreView(ApiViewMixin, APIView):
     @extend_schema(
         operation_id="score",
         request=ScoreItemSerializer(many=True),
+        parameters=[
+            OpenApiParameter(
+                "notes",
+                OpenApiTypes.STR,
+                enum=sorted(SCORE_NOTES_FLAGS),
+                required=False,
+                description="true: answer {results, notes} — what the reference accepts and ignores, beside the scorecards. "
+                "Default false: the bare array of scorecards.",
+            )
+        ],
         responses={
             200: OpenApiResponse(
-                response={"type": "array", "items": {"type": "object", "additionalProperties": {}}},
-                description="One scorecard (paperclip.runner.eval-scorecard.v2) per item, in order.",
+                # Two shapes by ?notes=: the bare array, or the results beside their notes (ScoreNotes is
+                # the 400 body's component too).
+                response={
+                    "oneOf": [
+                        {"type": "array", "items": {"type": "object", "additionalProperties": {}}},
+                        {
+                            "type": "object",
+                            "properties": {
+                                "results": {"type": "array", "items": {"type": "object", "additionalProperties": {}}},
+                                "notes": {"type": "array", "items": {"$ref": "#/components/schemas/ScoreNotes"}},
+                            },
+                            "required": ["results", "notes"],
+                        },
+                    ]
+                },
+                description=(
+                    "Every item scored: the array of scorecards (paperclip.runner.eval-scorecard.v2), one per item, in "
+                    'order — or, with ?notes=true, {"results": [scorecard, ...], "notes": [{"index", "notes"}]}. The '
+                    "scorecards are the reference's documents, unchanged; what the reference accepts and ignores is said "
+                    "in notes, beside them (docs/scoring.md)."
+                ),
             ),
             400: OpenApiResponse(
-                response=inline_serializer(
-                    "ScoreErrors",
-                    {
-                        "errors": ScoreProblemsSerializer(many=True),
-                        "results": serializers.ListField(
-                            child=DocumentField(), help_text='Per item, in order: its scorecard or {"error": "<message>"}.'
+                response=PolymorphicProxySerializer(
+                    component_name="ScoreBadRequest",
+                    serializers=[
+                        inline_serializer(
+                            "ScoreErrors",
+                            {
+                                "errors": ScoreProblemsSerializer(many=True),
+                                "results": serializers.ListField(
+                                    child=DocumentField(), help_text='Per item, in order: its scorecard or {"error": "<message>"}.'
+                                ),
+                                "notes": SCORE_NOTES_FIELD,
+                            },
                         ),
-                    },
+                        inline_serializer("ScoreBodyError", {"detail": serializers.CharField()}),
+                    ],
+                    resource_type_field_name=None,
                 ),
                 description=(
-                    'Some observation is invalid: {"errors": [{"index", "problems"}], "results": [...]}. '
-                    'A body that is not an array of objects, or holds more than 500, gives {"detail": "..."}.'
+                    'Some observation is invalid: {"errors": [{"index", "problems"}], "results": [...], "notes": [...]}. '
+                    "A body that is not an array of objects, or holds more than 500, or a notes parameter that is not "
+                    'true or false, gives {"detail": "..."}.'
                 ),
             ),
         },
     )
     def post(self, request: Request) -> Response:
+        flag = request.query_params.get("notes", "false").strip().lower()
+        if flag not in SCORE_NOTES_FLAGS:
+            raise exceptions.ValidationError({"detail": f"The notes parameter must be true or false, not {redact(flag)!r}."})
+        with_notes = SCORE_NOTES_FLAGS[flag]
         items = request.data
         if not isinstance(items, list):
             raise exceptions.ValidationError({"detail": f"The body must be a JSON array. {SCORE_BODY_HELP}"})
         if len(items) > MAX_SCORE_ITEMS:
-            raise exceptions.ValidationError(
-                {"detail": f"Too many observations: {len(items)}. {SCORE_BODY_HELP}"}
-            )
+            raise exceptions.ValidationError({"detail": f"Too many observations: {len(items)}. {SCORE_BODY_HELP}"})
         not_objects = [index for index, item in enumerate(items) if not isinstance(item, dict)]
         if not_objects:
-            raise exceptions.ValidationError(
-                {"detail": f"Item {not_objects[0]} is not an object. {SCORE_BODY_HELP}"}
-            )
+            raise exceptions.ValidationError({"detail": f"Item {not_objects[0]} is not an object. {SCORE_BODY_HELP}"})
         results: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
+        notes: list[dict[str, Any]] = []
         for index, item in enumerate(items):
-            result, problems = score_item(index, item)
+            result, problems, item_notes = score_item(index, item)
             results.append(result)
             if problems:
                 errors.append({"index": index, "problems": problems})
+            if item_notes:
+                notes.append({"index": index, "notes": item_notes})
+        # Nothing is stored, but a scorecard echoes the observation's ids: a secret-shaped one is
+        # redacted like anything else evalhub shows (a well-formed id is untouched).
         if errors:
-            return Response({"errors": errors, "results": results}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(results)
+            return Response(redact_data({"errors": errors, "results": results, "notes": notes}), status=status.HTTP_400_BAD_REQUEST)
+        # The bare array is the contract clients read; the notes come beside it only when asked for.
+        return Response(redact_data({"results": results, "notes": notes} if with_notes else results))
+
+
+class LeaderboardRowSerializer(serializers.Serializer):
+    candidateId = serializers.CharField(source="candidate_key")
+    model = serializers.CharField(help_text="The catalog's model now.")
+    slotId = serializers.CharField(source="slot_key")
+    nights = serializers.IntegerField(help_text="Nights (of those covered) on which the candidate played.")
+    executions = serializers.IntegerField()
+    skipped = serializers.IntegerField(help_text="Executions that never reached the runtime.")
+    scoreable = serializers.IntegerField()
+    passed = serializers.IntegerField()
+    passRate = serializers.FloatField(source="pass_rate", allow_null=True, help_text="passed / scoreable; null when nothing was scored.")
+    passRateInterval = serializers.ListField(
+        source="interval", child=serializers.FloatField(), allow_null=True, help_text="The 95% Wilson interval [low, high]."
+    )
+    meanScore = serializers.FloatField(source="mean_score", allow_null=True)
+    p95LatencyMs = serializers.IntegerField(source="p95_latency_ms", allow_null=True)
+    costUsd = UsdField(source="cost_usd", help_text="What the priced executions cost (USD).")
+    unpriced = serializers.IntegerField(help_text="Executions whose cost is unknown (no price).")
+    costPerPassUsd = UsdField(
+        source="cost_per_pass", allow_null=True, help_text="USD per passed execution; null when nothing passed or a cost is unknown."
+    )
+    costPerPassAtLeastUsd = UsdField(
+        source="cost_per_pass_at_least", allow_null=True, help_text="With unknown costs: the priced part's share."
+    )
+    bestValue = serializers.BooleanField(source="best_value", help_text="The lowest known cost per passed execution.")
+
+
+#: ``?nights=`` of the leaderboard, parsed without ``int()`` on text it cannot hold (evalhub/api/params.py).
+NIGHTS_PARAM = WholeNumberParam(
+    "nights",
+    description=f"How many of the newest live nights (1..{MAX_LEADERBOARD_NIGHTS}, default {LEADERBOARD_NIGHTS}).",
+    message=f"nights must be a whole number from 1 to {MAX_LEADERBOARD_NIGHTS}.",
+    maximum=MAX_LEADERBOARD_NIGHTS,
+)
+
+
+class LeaderboardView(ApiViewMixin, APIView):
+    """``GET /api/leaderboard/?nights=7&sort=-pass_rate``: each candidate over the nightly live runs
+    of the newest ``nights`` nights (1..90, default 7), as the leaderboard page shows it; ``sort``
+    is one of candidate, pass_rate, mean_score, p95_latency_ms, cost_per_pass, scoreable, ``-``
+    for descending. 400 with field errors for a bad or unknown parameter."""
+
+    @extend_schema(
+        operation_id="leaderboard",
+        parameters=[
+            NIGHTS_PARAM.openapi,
+            OpenApiParameter(
+                "sort",
+                OpenApiTypes.STR,
+                enum=[f"{direction}{column}" for column in LEADERBOARD_SORTS for direction in ("", "-")],
+                description="A column, - for descending (default -pass_rate).",
+            ),
+        ],
+        responses={
+            200: inline_serializer(
+                "Leaderboard",
+                {
+                    "nights": serializers.ListField(child=serializers.DateField()),
+                    "sort": serializers.CharField(),
+                    "candidates": LeaderboardRowSerializer(many=True),
+                },
+            ),
+            400: OpenApiResponse(description='{"nights": ["..."]} or {"sort": ["..."]}: a bad or unknown parameter.'),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        unknown = [name for name in params if name not in ("nights", "sort")]
+        errors: dict[str, Any] = {name: ["Unknown query parameter. Accepted: nights, sort."] for name in unknown}
+        nights = LEADERBOARD_NIGHTS
+        try:
+            nights = NIGHTS_PARAM.parse(request) or LEADERBOARD_NIGHTS
+        except exceptions.ValidationError as exc:
+            errors.update(exc.detail)
+        sort = params.get("sort") or "-pass_rate"
+        if sort.removeprefix("-") not in LEADERBOARD_SORTS:
+            errors["sort"] = [f"sort must be one of {', '.join(LEADERBOARD_SORTS)}, with - for descending."]
+        if errors:
+            raise exceptions.ValidationError(errors)
+        board = leaderboard(nights=nights, sort=sort)
+        return Response(
+            {
+                "nights": [night.isoformat() for night in board.nights],
+                "sort": board.sort,
+                "candidates": LeaderboardRowSerializer(board.rows, many=True).data,
+            }
+        )

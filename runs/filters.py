@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import django_filters
 
-from evalhub.api.filters import IdFilter
-from runs.models import Alert, AlertSeverity, Classification, Execution, ExecutionStatus, Report, Run, RunStatus, Scorecard, Trigger
+from evalhub.api.filters import IdFilter, StrictBooleanFilter
+from runs.models import (
+    Alert,
+    AlertSeverity,
+    Classification,
+    Execution,
+    ExecutionStatus,
+    Report,
+    Run,
+    RunLane,
+    RunStatus,
+    Scorecard,
+    Trigger,
+)
 
 
 class RunFilter(django_filters.FilterSet):
-    """``status``, ``trigger``, ``schedule`` (id) and ``night`` (YYYY-MM-DD)."""
+    """``status``, ``trigger``, ``lane``, ``schedule`` (id) and ``night`` (YYYY-MM-DD)."""
 
     status = django_filters.ChoiceFilter(choices=RunStatus.choices)
+    lane = django_filters.ChoiceFilter(choices=RunLane.choices)
     trigger = django_filters.ChoiceFilter(choices=Trigger.choices)
     schedule = IdFilter(field_name="schedule_id")
     night = django_filters.DateFilter(field_name="schedule__night")
@@ -53,7 +66,7 @@ class ReportFilter(django_filters.FilterSet):
 
     run = IdFilter(field_name="run_id")
     bundle = django_filters.CharFilter(field_name="bundle_id", help_text="Bundle id, e.g. runner-live-v2-ede6023f7ccf4a1f.")
-    refresh = django_filters.BooleanFilter(field_name="is_refresh", help_text="Only refreshes (true) or only measurements (false).")
+    refresh = StrictBooleanFilter(field_name="is_refresh", help_text="Only refreshes (true) or only measurements (false).")
 
     class Meta:
         model = Report

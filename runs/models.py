@@ -2,19 +2,21 @@
 
 History is append-only: a run is created with one pending execution per selected schedule entry;
 workers claim rows with conditional updates and a unique constraint makes a second delivery
-harmless (DESIGN.md principle 4, known-failure-modes B1).
+harmless (docs/DESIGN.md principle 4, docs/failure-modes.md B1).
 """
 
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from evalhub.fields import DocumentField
-from evalhub.validation import SecretFreeModel
+from evalhub.validation import ENV_NAME_PATTERN, SecretFreeModel
+from schedules.building import CAMPAIGN_COST_DECIMAL_PLACES, CAMPAIGN_COST_MAX_DIGITS
 from schedules.models import Schedule, ScheduleEntry
 
 OPERATION_ID = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -30,6 +32,9 @@ class RunLane(models.TextChoices):
     REPLAY = "replay", "replay (refresh)"
     #: Real runtimes against evalhub's scripted model (``make demo-live``): not a measurement.
     SCRIPTED = "scripted", "scripted (not measured)"
+    #: Faults injected into evalhub's own pipeline (``manage.py chaos``): one execution per
+    #: scenario, never a measurement.
+    CHAOS = "chaos", "chaos (pipeline faults)"
 
 
 class RunStatus(models.TextChoices):
@@ -37,6 +42,15 @@ class RunStatus(models.TextChoices):
     RUNNING = "running", "running"
     FINISHED = "finished", "finished"
     FAILED = "failed", "failed"
+    #: Cancelled by a person: its pending executions were skipped, its running ones interrupted.
+    CANCELLED = "cancelled", "cancelled"
+
+
+class RerunScope(models.TextChoices):
+    FAILED = "failed", "failed executions"
+    INFRASTRUCTURE = "infrastructure", "infrastructure-failed executions"
+    #: Skipped executions (missing credentials, the ceiling, a cancel): run them once the cause is fixed.
+    SKIPPED = "skipped", "skipped executions"
 
 
 class ExecutionStatus(models.TextChoices):
@@ -58,7 +72,7 @@ class Run(models.Model):
     ``selection`` is ``{"candidateIds": [...], "caseIds": [...], "limit": n|null}`` or ``None`` for
     the whole schedule. ``spent_usd`` is the sum of the recorded execution costs; an execution whose
     cost is unknown is counted at its budget's ``maxCostUsd`` and flags ``has_unpriced``
-    (known-failure-modes B5), never as $0.
+    (docs/failure-modes.md B5), never as $0.
     """
 
     schedule = models.ForeignKey(Schedule, on_delete=models.PROTECT, related_name="runs")
@@ -73,8 +87,33 @@ class Run(models.Model):
         help_text="For a replay-lane refresh: the run whose stored observations were re-scored.",
     )
     selection = models.JSONField(null=True, blank=True)
-    cost_ceiling_usd = models.DecimalField("cost ceiling (USD)", max_digits=12, decimal_places=6)
+    repeat_of = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="reruns",
+        help_text="For a re-run: the run whose failed executions it repeats (the original keeps its history).",
+    )
+    repeat_scope = models.CharField(max_length=16, choices=RerunScope.choices, blank=True)
+    provider_overrides = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Model provider profiles by candidate id that replace the candidates' own for this run (the scripted lane's "
+        "scripted model), so its executions use them on any worker. Names and URLs only, never a key.",
+    )
+    cost_ceiling_usd = models.DecimalField(
+        "cost ceiling (USD)", max_digits=CAMPAIGN_COST_MAX_DIGITS, decimal_places=CAMPAIGN_COST_DECIMAL_PLACES
+    )
     spent_usd = models.DecimalField("spent (USD)", max_digits=14, decimal_places=6, default=0)
+    reserved_usd = models.DecimalField(
+        "reserved (USD)",
+        max_digits=14,
+        decimal_places=6,
+        default=0,
+        help_text="The worst-case cost of the attempts running now, held against the ceiling until they settle.",
+    )
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
     has_unpriced = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING)
     stopped_at_ceiling = models.BooleanField(default=False)
@@ -85,6 +124,9 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # The history's order: the database walks it and stops at the page's last run, so the
+        # counts annotated on the page (``runs.queries.run_history``) are computed for its runs only.
+        indexes = [models.Index(F("created_at").desc(), F("id").desc(), name="run_history_order_idx")]
         constraints = [
             models.UniqueConstraint(
                 fields=["schedule"],
@@ -96,6 +138,13 @@ class Run(models.Model):
                 condition=Q(cost_ceiling_usd__gt=0),
                 name="run_cost_ceiling_positive",
                 violation_error_message="The campaign cost ceiling must be more than $0.",
+            ),
+            # SQLite adds and subtracts decimals as floats: a reservation released to zero may
+            # read -1e-16. Amounts are whole micro-dollars, so half a micro-dollar is the tolerance.
+            models.CheckConstraint(
+                condition=Q(reserved_usd__gte=Decimal("-0.0000005")),
+                name="run_reserved_not_negative",
+                violation_error_message="A run cannot hold a negative reservation.",
             ),
         ]
 
@@ -129,6 +178,16 @@ class Execution(models.Model):
     duration_ms = models.PositiveIntegerField("duration (ms)", null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: Who holds the execution while it runs (``host:pid``) and until when; the heartbeat extends
+    #: the lease, the reaper takes back an execution whose lease expired.
+    owner = models.CharField(max_length=200, blank=True, help_text="The machine and process running it (host:pid).")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="When its task was last put on the queue.")
+    dispatches = models.PositiveIntegerField(default=0, help_text="How many times its task was put on the queue.")
+    chaos = DocumentField(
+        null=True, blank=True, help_text="For a chaos-lane execution: the scenario, its fault, and every invariant checked."
+    )
 
     class Meta:
         ordering = ["run", "position"]
@@ -139,20 +198,47 @@ class Execution(models.Model):
                 violation_error_message="This run already has an execution with this id.",
             ),
         ]
-        indexes = [models.Index(fields=["run", "classification"], name="execution_run_class_idx")]
+        indexes = [
+            # The history's counts per run, classification and failure code are read from this
+            # index alone (runs.queries.history_rows), never from the rows with their observations.
+            models.Index(fields=["run", "classification", "failure_code"], name="execution_run_outcome_idx"),
+            models.Index(fields=["status", "lease_expires_at"], name="execution_lease_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.execution_id
 
+    @property
+    def scorecard_or_none(self) -> Scorecard | None:
+        """The execution's scorecard, or None when it has none (no query once the queryset
+        ``select_related("scorecard")``)."""
+        try:
+            return self.scorecard
+        except ObjectDoesNotExist:
+            return None
+
 
 class AttemptOutcome(models.TextChoices):
+    #: Started and not finished yet: the row is written before the executor is called, so a
+    #: process that dies mid-attempt still leaves the attempt counted.
+    RUNNING = "running", "running"
     OBSERVATION = "observation", "observation"
     INFRASTRUCTURE_ERROR = "infrastructure_error", "infrastructure error"
     CRASH = "crash", "unexpected exception"
+    #: The process running it died, timed out or was stopped (``worker_lost``, ``worker_timeout``,
+    #: ``worker_shutdown``): an infrastructure failure.
+    WORKER_LOST = "worker_lost", "worker lost"
+    #: The run was cancelled while the attempt ran; its runtime was killed.
+    CANCELLED = "cancelled", "cancelled"
 
 
 class Attempt(models.Model):
-    """One try of an execution (a retryable infrastructure error gives a second one)."""
+    """One call of an execution's executor (a retryable infrastructure error may give another,
+    never more than the budget's ``maxAttempts``).
+
+    Written with outcome ``running`` before the executor is called and finished (outcome, cost,
+    ``finished_at``) in the transaction that records what the call produced.
+    """
 
     execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
@@ -161,9 +247,20 @@ class Attempt(models.Model):
     retryable = models.BooleanField(null=True, blank=True)
     message = models.TextField(blank=True)
     cost_usd = models.DecimalField("cost (USD)", max_digits=14, decimal_places=6, null=True, blank=True)
+    reserved_usd = models.DecimalField(
+        "reserved (USD)", max_digits=14, decimal_places=6, default=0, help_text="Held against the ceiling while it ran."
+    )
+    counted_usd = models.DecimalField(
+        "counted (USD)",
+        max_digits=14,
+        decimal_places=6,
+        default=0,
+        help_text="What it added to the run's spend: its cost, or its reservation when the cost is unknown.",
+    )
+    owner = models.CharField(max_length=200, blank=True, help_text="The machine and process that made the call (host:pid).")
     duration_ms = models.PositiveIntegerField("duration (ms)", default=0)
     started_at = models.DateTimeField()
-    finished_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["execution", "number"]
@@ -179,14 +276,40 @@ class Attempt(models.Model):
         return f"{self.execution.execution_id} attempt {self.number}"
 
 
+class ProviderSlot(models.Model):
+    """One of the concurrent executions a model provider allows (``EVALHUB_PROVIDER_CONCURRENCY``).
+
+    Taken with a conditional update by an execution before it runs and given back when it settles;
+    a slot whose holder's lease expired is free again, so a dead worker never keeps one.
+    """
+
+    provider = models.CharField(max_length=100)
+    number = models.PositiveIntegerField()
+    execution = models.ForeignKey(Execution, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["provider", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "number"],
+                name="provider_slot_unique",
+                violation_error_message="This provider already has a slot with this number.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} slot {self.number}"
+
+
 class TraceArtifact(models.Model):
-    """The raw protocol trace of one execution attempt: an NDJSON document (upstream-spec §6.2),
-    gzip-compressed, as ``runs.harness.trace.TraceRecorder`` recorded it (every frame already
+    """The raw protocol trace of one execution attempt: an NDJSON document (``runs/executors/live/trace.py``),
+    gzip-compressed, as ``runs.executors.live.trace.TraceRecorder`` recorded it (every frame already
     scrubbed of secrets).
 
     ``raw_bytes`` is the uncompressed size, ``stored_bytes`` the compressed size (bytes);
     ``digest`` is ``sha256:<hex>`` of the uncompressed document and is checked on every read
-    (``runs.harness.trace.read_artifact``); ``frame_count`` counts every frame the runtime
+    (``runs.executors.live.trace.read_artifact``); ``frame_count`` counts every frame the runtime
     exchanged, ``truncated`` says the size cap was reached and later frames were counted but not
     stored. Traces are evidence for people debugging one execution: they never go into reports
     or exports.
@@ -224,7 +347,7 @@ class TraceArtifact(models.Model):
 class Scorecard(models.Model):
     """An execution's observation scored into the reference scorecard (``paperclip.runner.eval-scorecard.v2``).
 
-    ``scoring_version`` records the scoring rules that made it (``runs.scoring.SCORING_VERSION``);
+    ``scoring_version`` records the scoring rules that made it (``runs.evaluation.scoring.SCORING_VERSION``);
     the overall score, gate and verdict are copied out of ``document`` for queries (all null
     for unscored skipped and infrastructure-failure executions).
     """
@@ -280,6 +403,15 @@ class Report(models.Model):
 
     def __str__(self) -> str:
         return f"report of run {self.run_id} · {self.bundle_id}"
+
+    def not_a_measurement(self) -> str:
+        """Why this report is not a measurement (``"a refresh (...)"``, ``"a scripted run (...)"``),
+        or ``""`` when it is one. Only measurements are compared: the pages and the API share this."""
+        if self.is_refresh:
+            return "a refresh (re-scored, not measured)"
+        if self.is_scripted:
+            return "a scripted run (the runtime against evalhub's scripted model, not measured)"
+        return ""
 
 
 class AlertSeverity(models.TextChoices):
@@ -350,3 +482,143 @@ class CoverageCatalog(SecretFreeModel):
 
     def __str__(self) -> str:
         return f"{len(self.operation_ids)} operations · {self.capability_cases} capability cases"
+
+
+def trace_filename(run_id: int, execution_id: str, attempt: int) -> str:
+    """``run-<run>-<execution id>-attempt-<n>.trace.ndjson.gz``: an execution id repeats in every
+    run of its schedule (a re-run, a selection), so the run number keeps the files apart."""
+    return f"run-{run_id}-{execution_id}-attempt-{attempt}.trace.ndjson.gz"
+
+
+# --- alert delivery ------------------------------------------------------------------------------
+
+
+class ChannelKind(models.TextChoices):
+    """The kinds of notification channel; each is one module of ``runs/notifications/``."""
+
+    EMAIL = "email", "email"
+    WEBHOOK = "webhook", "JSON webhook"
+    SLACK = "slack", "Slack incoming webhook"
+
+
+#: Kinds whose destination is a secret URL, named by the environment variable that holds it.
+URL_KINDS = (ChannelKind.WEBHOOK, ChannelKind.SLACK)
+_SEVERITY_RANK = {AlertSeverity.WARNING: 0, AlertSeverity.CRITICAL: 1}
+
+
+class NotificationChannel(SecretFreeModel):
+    """Somewhere new alerts are sent: an email list, a JSON webhook or a Slack incoming webhook.
+
+    A webhook URL carries its own token, so the row stores only the *name* of the environment
+    variable holding it (``url_env``), read when a notice is sent. ``min_severity`` drops alerts
+    below it (``warning`` sends every alert, ``critical`` only critical ones).
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=16, choices=ChannelKind.choices)
+    enabled = models.BooleanField(default=True)
+    url_env = models.CharField(
+        "URL variable",
+        max_length=128,
+        blank=True,
+        help_text="Webhook and Slack channels: the NAME of the environment variable holding the URL, e.g. EVALHUB_SLACK_WEBHOOK_URL (never the URL).",
+    )
+    recipients = models.JSONField(
+        default=list, blank=True, help_text='Email channels: a JSON list of addresses, e.g. ["oncall@example.com"].'
+    )
+    min_severity = models.CharField("minimum severity", max_length=16, choices=AlertSeverity.choices, default=AlertSeverity.WARNING)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(kind__in=[kind.value for kind in URL_KINDS]) | ~Q(url_env=""),
+                name="channel_url_kinds_name_their_url_variable",
+                violation_error_message="Webhook and Slack channels need the name of the environment variable holding their URL.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.url_env and not ENV_NAME_PATTERN.fullmatch(self.url_env):
+            errors["url_env"] = (
+                "Enter the name of an environment variable (capital letters, digits and underscores, "
+                "e.g. EVALHUB_SLACK_WEBHOOK_URL), not the URL itself."
+            )
+        elif self.kind in URL_KINDS and not self.url_env:
+            errors["url_env"] = "Webhook and Slack channels need the name of the environment variable holding their URL."
+        if self.kind == ChannelKind.EMAIL:
+            problem = _recipient_problem(self.recipients)
+            if problem:
+                errors["recipients"] = problem
+        elif self.recipients not in ([], None):
+            errors["recipients"] = "Only email channels have recipients; leave this empty ([])."
+        if errors:
+            raise ValidationError(errors)
+
+    def wants(self, severity: str) -> bool:
+        """Whether an alert of ``severity`` reaches this channel."""
+        return _SEVERITY_RANK.get(severity, 1) >= _SEVERITY_RANK.get(self.min_severity, 0)
+
+
+def _recipient_problem(value: object) -> str | None:
+    from django.core.validators import validate_email
+
+    if not isinstance(value, list) or not value:
+        return 'Email channels need a JSON list of one or more addresses, e.g. ["oncall@example.com"].'
+    for index, item in enumerate(value, start=1):
+        try:
+            validate_email(item if isinstance(item, str) else "")
+        except ValidationError:
+            return f"Recipient {index} is not an email address."
+    if len(set(value)) != len(value):
+        return "Recipients must not repeat."
+    return None
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    SENT = "sent", "sent"
+    FAILED = "failed", "failed"
+
+
+class Delivery(models.Model):
+    """One alert sent (or being sent) to one channel: at most one row per (alert, channel), so a
+    second delivery of the same alert is a no-op. ``alert`` is null for a test sent from the admin.
+
+    A failed attempt that may succeed later leaves the row ``pending`` with ``next_attempt_at``
+    pushed back (doubling each time) until ``NOTIFY_MAX_ATTEMPTS``; a permanent failure or the last
+    attempt marks it ``failed``. ``last_error`` is redacted (never the URL or its token).
+    """
+
+    channel = models.ForeignKey(NotificationChannel, on_delete=models.CASCADE, related_name="deliveries")
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, null=True, blank=True, related_name="deliveries")
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    #: A sender holds the row until then; past it, another may take it (the sender died).
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["alert", "channel"],
+                condition=Q(alert__isnull=False),
+                name="delivery_once_per_alert_channel",
+                violation_error_message="This alert was already delivered to this channel.",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
+
+    def __str__(self) -> str:
+        what = f"alert {self.alert_id}" if self.alert_id else "test"
+        return f"{what} → {self.channel_id}: {self.status}"

@@ -1,28 +1,44 @@
-"""Read-side queries for the run pages: each page's rows in a fixed number of queries.
+"""Read-side queries for the run pages and a candidate's trend: each page's rows in a fixed number of queries.
 
-The counts per classification are annotated on the run rows (one query for a whole page of
-runs), so the history page costs the same with 3 runs or 3,000.
+The history page takes its page of runs first and counts only that page's executions (one grouped
+query, :func:`history_rows`); ``/api/runs/`` annotates the same counts as correlated subqueries
+(:func:`run_history`). Either way a page costs the same with 3 runs or 3,000, in queries and in time.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.db.models import Case, Count, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.core.paginator import Paginator
+from django.db.models import Case, Count, Exists, IntegerField, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce
+from django.urls import reverse
+from django.utils.functional import cached_property
 
-from runs.models import Alert, AlertSeverity, Attempt, Classification, Execution, Report, Run, RunLane, Scorecard, TraceArtifact
-from runs.reports import DIMENSION_KEYS
+from candidates.models import Candidate
+from evalhub.templatetags.evalhub_format import format_usd
+from runs.evaluation.reports import DIMENSION_KEYS, percentile_95
+from runs.evaluation.stats import wilson_interval
+from runs.models import Alert, AlertSeverity, Attempt, Classification, Execution, Report, Run, RunLane, RunStatus, TraceArtifact, Trigger
 
 ENVIRONMENT_MISSING = "qualification_environment_missing"
 CEILING_REACHED = "campaign_cost_ceiling_reached"
 
 
-def _count(**lookup: str) -> Count:
-    return Count("executions", filter=Q(**{f"executions__{name}": value for name, value in lookup.items()}))
+def count_executions(**lookup: str) -> Coalesce:
+    """An annotation for runs: how many of the run's executions match ``lookup`` (field=value).
+
+    A correlated subquery, not a join with ``GROUP BY``: the database counts only the runs a page
+    shows (after its ``ORDER BY … LIMIT``), and counting the pages needs no executions at all, so
+    the history costs the same at 10 runs or a year of them."""
+    rows = Execution.objects.filter(run_id=OuterRef("pk"), **lookup).order_by().values("run_id").annotate(n=Count("id")).values("n")
+    return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
 
 
 def run_history() -> QuerySet[Run]:
@@ -32,15 +48,135 @@ def run_history() -> QuerySet[Run]:
     return (
         Run.objects.select_related("schedule")
         .annotate(
-            execution_count=Count("executions"),
-            completed_count=_count(classification=Classification.COMPLETED),
-            candidate_failure_count=_count(classification=Classification.CANDIDATE_FAILURE),
-            infrastructure_failure_count=_count(classification=Classification.INFRASTRUCTURE_FAILURE),
-            skipped_count=_count(classification=Classification.SKIPPED),
-            environment_missing_count=_count(failure_code=ENVIRONMENT_MISSING),
+            execution_count=count_executions(),
+            completed_count=count_executions(classification=Classification.COMPLETED),
+            candidate_failure_count=count_executions(classification=Classification.CANDIDATE_FAILURE),
+            infrastructure_failure_count=count_executions(classification=Classification.INFRASTRUCTURE_FAILURE),
+            skipped_count=count_executions(classification=Classification.SKIPPED),
+            environment_missing_count=count_executions(failure_code=ENVIRONMENT_MISSING),
         )
         .order_by("-created_at", "-id")
     )
+
+
+#: The columns the history page prints (``.values()``: no model instances, and none of a
+#: schedule's document, which a run's ``select_related("schedule")`` would decode for each row).
+_HISTORY_COLUMNS = (
+    "id",
+    "trigger",
+    "lane",
+    "refresh_of_id",
+    "status",
+    "spent_usd",
+    "cost_ceiling_usd",
+    "has_unpriced",
+    "stopped_at_ceiling",
+    "error",
+    "schedule__night",
+    "schedule__rotation_day",
+)
+_TRIGGER_LABELS = dict(Trigger.choices)
+_STATUS_LABELS = dict(RunStatus.choices)
+#: A run id no run has, reversed once per page: a row's link is the URL around it.
+_URL_SENTINEL = 987654321987654321
+
+
+@dataclass(slots=True)
+class HistoryRow:
+    """One run of the history page with what its row prints, worked out once in Python: counts
+    of its executions (``execution_count`` and one per classification, ``environment_missing_count``
+    for the skips of a missing variable), money as :func:`evalhub.templatetags.evalhub_format.format_usd`
+    prints it (``spent`` is ``"unknown"`` when a cost is unpriced), the night as ``YYYY-MM-DD``."""
+
+    pk: int
+    url: str
+    night: str
+    rotation_day: int
+    trigger_label: str
+    lane: str
+    refresh_of_id: int | None
+    status: str
+    status_label: str
+    execution_count: int
+    completed_count: int
+    candidate_failure_count: int
+    infrastructure_failure_count: int
+    skipped_count: int
+    environment_missing_count: int
+    has_unpriced: bool
+    spent: str
+    ceiling: str
+    stopped_at_ceiling: bool
+    has_error: bool
+
+
+class HistoryPaginator(Paginator):
+    """Django's paginator over :func:`history_runs`, counting the runs alone: the count of the
+    page's ``.values()`` queryset would join every run's schedule for nothing (each run has one)."""
+
+    @cached_property
+    def count(self) -> int:
+        return Run.objects.count()
+
+
+#: :func:`format_usd` remembered: a page's ceilings are mostly one amount, and equal amounts print alike.
+_usd = functools.lru_cache(maxsize=1024)(format_usd)
+
+
+def history_runs() -> QuerySet[Run]:
+    """The history's runs, newest first (``run_history_order_idx``), as ``.values()`` dicts of
+    :data:`_HISTORY_COLUMNS`: paginate this (:class:`HistoryPaginator`), then :func:`history_rows` the page."""
+    return Run.objects.order_by("-created_at", "-id").values(*_HISTORY_COLUMNS)
+
+
+def history_rows(runs: Iterable[dict[str, Any]]) -> list[HistoryRow]:
+    """The rows of a page of :func:`history_runs`, with their executions counted in one grouped
+    query over that page's runs only (so a page costs the same at 10 runs or a year of them)."""
+    runs = list(runs)
+    counts: dict[int, Counter[str]] = {run["id"]: Counter() for run in runs}
+    if counts:
+        grouped = (
+            Execution.objects.filter(run_id__in=counts)
+            .values_list("run_id", "classification", "failure_code")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        for run_id, classification, failure_code, n in grouped:
+            tally = counts[run_id]
+            tally[""] += n
+            tally[classification] += n
+            if failure_code == ENVIRONMENT_MISSING:
+                tally[ENVIRONMENT_MISSING] += n
+    url_before, url_after = reverse("pages:run", args=[_URL_SENTINEL]).split(str(_URL_SENTINEL))
+    rows = []
+    for run in runs:
+        tally = counts[run["id"]]
+        night = run["schedule__night"]
+        rows.append(
+            HistoryRow(
+                pk=run["id"],
+                url=f"{url_before}{run['id']}{url_after}",
+                night=night.isoformat() if night is not None else "",
+                rotation_day=run["schedule__rotation_day"],
+                trigger_label=_TRIGGER_LABELS.get(run["trigger"], run["trigger"]),
+                lane=run["lane"],
+                refresh_of_id=run["refresh_of_id"],
+                status=run["status"],
+                status_label=_STATUS_LABELS.get(run["status"], run["status"]),
+                execution_count=tally[""],
+                completed_count=tally[Classification.COMPLETED],
+                candidate_failure_count=tally[Classification.CANDIDATE_FAILURE],
+                infrastructure_failure_count=tally[Classification.INFRASTRUCTURE_FAILURE],
+                skipped_count=tally[Classification.SKIPPED],
+                environment_missing_count=tally[ENVIRONMENT_MISSING],
+                has_unpriced=run["has_unpriced"],
+                spent="unknown" if run["has_unpriced"] else _usd(run["spent_usd"]),
+                ceiling=_usd(run["cost_ceiling_usd"]),
+                stopped_at_ceiling=run["stopped_at_ceiling"],
+                has_error=bool(run["error"]),
+            )
+        )
+    return rows
 
 
 def run_page() -> QuerySet[Run]:
@@ -52,23 +188,13 @@ def run_page() -> QuerySet[Run]:
 def run_executions(run: Run) -> list[Execution]:
     """The run's executions in schedule order with their scorecards, each with
     ``attempt_count`` annotated (one query)."""
-    return list(
-        run.executions.select_related("scorecard").annotate(attempt_count=Count("attempts")).order_by("position", "id")
-    )
+    return list(run.executions.select_related("scorecard").annotate(attempt_count=Count("attempts")).order_by("position", "id"))
 
 
 def report_of(run: Run) -> Report | None:
     """The run's report, or None while it has none (no query when loaded by :func:`run_page`)."""
     try:
         return run.report
-    except ObjectDoesNotExist:
-        return None
-
-
-def scorecard_of(execution: Execution) -> Scorecard | None:
-    """The execution's scorecard, or None (no query when loaded by :func:`run_executions`)."""
-    try:
-        return execution.scorecard
     except ObjectDoesNotExist:
         return None
 
@@ -187,21 +313,15 @@ def compare_runs(before: Run, after: Run) -> RunComparison:
     """Both runs' executions with their scorecards in one query. ``before`` and ``after`` must
     come from :func:`compare_page_runs` (their reports loaded)."""
     sides: dict[int, dict[tuple[str, str, int], tuple[int, Side]]] = {before.pk: {}, after.pk: {}}
-    executions = (
-        Execution.objects.filter(run__in=[before.pk, after.pk])
-        .select_related("scorecard")
-        .order_by("run_id", "position", "id")
-    )
+    executions = Execution.objects.filter(run__in=[before.pk, after.pk]).select_related("scorecard").order_by("run_id", "position", "id")
     for execution in executions:
-        card = scorecard_of(execution)
+        card = execution.scorecard_or_none
         side = Side(
             execution.classification or execution.status,
             card.passed if card is not None else None,
             card.overall_score if card is not None else None,
         )
-        sides[execution.run_id].setdefault(
-            (execution.case_key, execution.candidate_key, execution.repetition), (execution.position, side)
-        )
+        sides[execution.run_id].setdefault((execution.case_key, execution.candidate_key, execution.repetition), (execution.position, side))
     keys = sorted(
         set(sides[before.pk]) | set(sides[after.pk]),
         key=lambda key: (key[0], key[1], key[2]),
@@ -230,12 +350,9 @@ def _comparability(before: Run, after: Run) -> tuple[bool, str]:
     if missing:
         return False, f"Run {' and '.join(dict.fromkeys(missing))} has no report yet, so its bundle is unknown."
     a, b = reports[before.pk], reports[after.pk]
-    scripted = [str(run.pk) for run in (before, after) if run.lane == RunLane.SCRIPTED]
-    if scripted and len(scripted) < 2:
-        return False, (
-            f"Not comparable: run {scripted[0]} is scripted (the runtime against evalhub's scripted model), "
-            "not a measurement; compare it only with another scripted run."
-        )
+    for run in (before, after):
+        if reason := reports[run.pk].not_a_measurement():
+            return False, f"Not comparable: run {run.pk} is {reason}; compare measured runs only."
     if a.bundle_id != b.bundle_id:
         return False, (
             f"Not comparable: the runs measured different bundles ({a.bundle_id} and {b.bundle_id}); "
@@ -274,6 +391,24 @@ def open_alerts() -> list[Alert]:
         .order_by("-report__created_at", "-report_id", _CRITICAL_FIRST, "id")
     )
     return list(alerts)
+
+
+@dataclass(frozen=True)
+class BundleReports:
+    """The newest measured bundle and how many measured reports it has (alerts need seven)."""
+
+    bundle_id: str
+    reports: int
+
+
+def newest_bundle_reports() -> BundleReports | None:
+    """The bundle of the newest measured (not refresh, not scripted) report and its report count
+    (two queries), or None before the first report."""
+    measured = Report.objects.filter(is_refresh=False, is_scripted=False)
+    bundle = measured.order_by("-created_at", "-id").values_list("bundle_id", flat=True).first()
+    if bundle is None:
+        return None
+    return BundleReports(bundle, measured.filter(bundle_id=bundle).count())
 
 
 @dataclass(frozen=True)
@@ -366,13 +501,289 @@ def execution_page(pk: int) -> ExecutionPage | None:
         return None
     attempts = list(execution.attempts.order_by("number", "id"))
     traces = {trace.attempt: trace for trace in execution.traces.defer("data").order_by("attempt")}
-    card = scorecard_of(execution)
+    card = execution.scorecard_or_none
     document = card.document if card is not None and isinstance(card.document, dict) else {}
     dimensions = document.get("dimensions") if isinstance(document.get("dimensions"), dict) else {}
     ordered = [key for key in DIMENSION_KEYS if key in dimensions] + [key for key in dimensions if key not in DIMENSION_KEYS]
-    rows = [
-        {**dimensions[key], "label": str(key).replace("_", " ")}
-        for key in ordered
-        if isinstance(dimensions[key], dict)
-    ]
+    rows = [{**dimensions[key], "label": str(key).replace("_", " ")} for key in ordered if isinstance(dimensions[key], dict)]
     return ExecutionPage(execution, attempts, traces, observation_checks(execution.observation), rows)
+
+
+# --- one candidate's history ---------------------------------------------------------------------
+
+#: How many of the candidate's newest runs its page charts.
+HISTORY_RUNS = 30
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One non-refresh run as the candidate's charts plot it (None: nothing to plot that night).
+
+    ``pass_rate`` is passed / scoreable; ``mean_score`` the mean overall score of the scored
+    executions; ``p95_latency_ms`` the nearest-rank 95th percentile of the observations'
+    ``metrics.settlementMs`` (as the reference's latency alert computes it); ``cost_usd`` the
+    priced executions' cost, with ``unpriced`` counting those whose cost is unknown.
+    """
+
+    run_id: int
+    night: Any
+    executions: int
+    scoreable: int
+    passed: int
+    pass_rate: float | None
+    mean_score: float | None
+    p95_latency_ms: float | None
+    cost_usd: float | None
+    unpriced: int
+    skipped: int = 0  # executions that never reached the runtime (nothing measured)
+    model: str = ""  # the model the schedule named for the candidate that night
+
+    @property
+    def label(self) -> str:
+        return f"run {self.run_id} · {self.night:%Y-%m-%d}" if self.night else f"run {self.run_id}"
+
+
+@dataclass(frozen=True)
+class CaseRate:
+    """A case's pass rate across every scored repetition in the charted runs, with its 95% Wilson interval."""
+
+    case_key: str
+    trials: int
+    passed: int
+    interval: tuple[float, float] | None
+
+    @property
+    def rate(self) -> float | None:
+        return self.passed / self.trials if self.trials else None
+
+
+@dataclass(frozen=True)
+class CandidateHistory:
+    key: str
+    candidate: Candidate | None  # None: no longer in the catalog, history kept
+    points: list[TrendPoint]  # oldest first
+    cases: list[CaseRate]
+
+    @property
+    def measured_models(self) -> list[str]:
+        """The models the charted runs measured, oldest first (one, unless the model was changed)."""
+        return list(dict.fromkeys(point.model for point in self.points if point.model))
+
+    @property
+    def model_changed(self) -> bool:
+        """True when the catalog's model is not the one the newest charted run measured."""
+        return bool(self.candidate and self.points and self.points[-1].model and self.points[-1].model != self.candidate.model)
+
+
+def candidate_history(key: str, *, runs: int = HISTORY_RUNS) -> CandidateHistory | None:
+    """The candidate's newest ``runs`` live, non-refresh runs (a replay-lane refresh re-scores
+    old observations and is not a new measurement), oldest first, and its per-case pass rates
+    over them. Two queries; None when the key is neither in the catalog nor in any run.
+    """
+    candidate = Candidate.objects.select_related("slot", "budget").filter(key=key).first()
+    newest = (
+        Run.objects.filter(lane=RunLane.LIVE, refresh_of__isnull=True)
+        .filter(Exists(Execution.objects.filter(run=OuterRef("pk"), candidate_key=key)))
+        .order_by("-created_at", "-id")
+        .values("pk")[:runs]
+    )
+    rows = (
+        Execution.objects.filter(run__in=newest, candidate_key=key)
+        .order_by("run__created_at", "run_id", "position")
+        .values(
+            "run_id",
+            "run__schedule__night",
+            "case_key",
+            "classification",
+            "cost_usd",
+            "cost_known",
+            "scorecard__passed",
+            "scorecard__overall_score",
+            "settlement_ms",
+            "entry__candidate",
+        )
+    )
+    by_run: dict[int, list[dict[str, Any]]] = {}
+    cases: dict[str, list[int]] = {}
+    for row in rows:
+        by_run.setdefault(row["run_id"], []).append(row)
+        verdict = row["scorecard__passed"]
+        if verdict is not None:
+            tally = cases.setdefault(row["case_key"], [0, 0])
+            tally[0] += 1
+            tally[1] += 1 if verdict else 0
+    if candidate is None and not by_run:
+        return None
+    points = []
+    for run_id, run_rows in by_run.items():
+        # A skipped execution never reached the runtime: it has no latency and spent nothing,
+        # so it is left out of what the charts plot (a night of skips plots no point at all).
+        measured = [row for row in run_rows if row["classification"] and row["classification"] != Classification.SKIPPED]
+        verdicts = [row["scorecard__passed"] for row in measured if row["scorecard__passed"] is not None]
+        scores = [row["scorecard__overall_score"] for row in measured if row["scorecard__overall_score"] is not None]
+        latencies = [value for row in measured if isinstance(value := row["settlement_ms"], int)]
+        priced = [row["cost_usd"] for row in measured if row["cost_known"] and row["cost_usd"] is not None]
+        models = {str(row["entry__candidate"].get("model")) for row in run_rows if isinstance(row["entry__candidate"], dict)}
+        points.append(
+            TrendPoint(
+                run_id=run_id,
+                night=run_rows[0]["run__schedule__night"],
+                executions=len(run_rows),
+                scoreable=len(verdicts),
+                passed=sum(1 for verdict in verdicts if verdict),
+                pass_rate=sum(1 for verdict in verdicts if verdict) / len(verdicts) if verdicts else None,
+                mean_score=sum(scores) / len(scores) if scores else None,
+                p95_latency_ms=percentile_95(latencies) if latencies else None,
+                cost_usd=float(sum(priced)) if priced else None,
+                unpriced=sum(1 for row in measured if not row["cost_known"]),
+                skipped=sum(1 for row in run_rows if row["classification"] == Classification.SKIPPED),
+                model=", ".join(sorted(models)),
+            )
+        )
+    return CandidateHistory(
+        key=key,
+        candidate=candidate,
+        points=points,
+        cases=[CaseRate(case, trials, passed, wilson_interval(passed, trials)) for case, (trials, passed) in sorted(cases.items())],
+    )
+
+
+# --- the leaderboard -----------------------------------------------------------------------------
+
+#: How many of the newest live nights the leaderboard covers by default, and at most.
+LEADERBOARD_NIGHTS = 7
+MAX_LEADERBOARD_NIGHTS = 90
+#: The leaderboard's sort keys (``-key`` sorts descending); a missing value always sorts last.
+LEADERBOARD_SORTS = ("candidate", "pass_rate", "mean_score", "p95_latency_ms", "cost_per_pass", "scoreable")
+
+
+#: Cost per pass is kept to a millionth of a dollar (a cheap model's pass costs $0.0031).
+USD_PER_PASS_PLACES = Decimal("0.000001")
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    """One candidate over the leaderboard's nights.
+
+    ``pass_rate`` is passed / scoreable with its 95% Wilson ``interval``; ``mean_score`` the mean
+    overall score of the scored executions; ``p95_latency_ms`` the nearest-rank 95th percentile of
+    ``settlement_ms`` over the executions that reached the runtime (skipped ones never did);
+    ``cost_usd`` what the priced executions cost (USD) and ``unpriced`` how many have an unknown
+    cost; ``cost_per_pass`` is ``cost_usd / passed`` (USD per passed execution), None when nothing
+    passed or some cost is unknown (then ``cost_per_pass_at_least`` is the priced part's share).
+    """
+
+    candidate_key: str
+    model: str
+    slot_key: str
+    nights: int
+    executions: int
+    skipped: int
+    scoreable: int
+    passed: int
+    interval: tuple[float, float] | None
+    mean_score: float | None
+    p95_latency_ms: int | None
+    cost_usd: Decimal
+    unpriced: int
+    best_value: bool = False
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.scoreable if self.scoreable else None
+
+    @property
+    def cost_per_pass(self) -> Decimal | None:
+        if not self.passed or self.unpriced:
+            return None
+        return (self.cost_usd / self.passed).quantize(USD_PER_PASS_PLACES)
+
+    @property
+    def cost_per_pass_at_least(self) -> Decimal | None:
+        return (self.cost_usd / self.passed).quantize(USD_PER_PASS_PLACES) if self.passed and self.unpriced else None
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """The candidates over the newest ``nights`` (dates, newest first) that had a live nightly run."""
+
+    nights: list[Any]
+    rows: list[LeaderboardRow]
+    sort: str
+
+    @property
+    def best(self) -> LeaderboardRow | None:
+        return next((row for row in self.rows if row.best_value), None)
+
+
+def sort_leaderboard(rows: list[LeaderboardRow], sort: str) -> list[LeaderboardRow]:
+    """``rows`` sorted by ``sort`` (one of :data:`LEADERBOARD_SORTS`, ``-`` for descending), ties by
+    candidate id; a missing value (no scoreable execution, an unknown cost) sorts last either way.
+    Raises ``ValueError`` for another key."""
+    key = sort.removeprefix("-")
+    if key not in LEADERBOARD_SORTS:
+        raise ValueError(f"sort must be one of {', '.join(LEADERBOARD_SORTS)} (with - for descending), not {sort!r}")
+    if key == "candidate":
+        return sorted(rows, key=lambda row: row.candidate_key, reverse=sort.startswith("-"))
+    present = sorted((row for row in rows if getattr(row, key) is not None), key=lambda row: row.candidate_key)
+    present.sort(key=lambda row: getattr(row, key), reverse=sort.startswith("-"))
+    return present + sorted((row for row in rows if getattr(row, key) is None), key=lambda row: row.candidate_key)
+
+
+def leaderboard(*, nights: int = LEADERBOARD_NIGHTS, sort: str = "-pass_rate") -> Leaderboard:
+    """Every candidate measured by the live nightly runs of the newest ``nights`` nights (refreshes,
+    scripted, chaos and manual runs left out), in three queries: the nights, their executions,
+    the catalog's models. The best value is the lowest known cost per passed execution (ties: the
+    higher pass rate). Raises ``ValueError`` for a bad ``sort``."""
+    measured_runs = Run.objects.filter(lane=RunLane.LIVE, trigger="nightly", refresh_of__isnull=True)
+    dates = list(measured_runs.order_by("-schedule__night").values_list("schedule__night", flat=True).distinct()[:nights])
+    rows = (
+        Execution.objects.filter(run__in=measured_runs.filter(schedule__night__in=dates))
+        .order_by("candidate_key", "run_id", "position")
+        .values(
+            "candidate_key",
+            "slot_key",
+            "run__schedule__night",
+            "classification",
+            "cost_usd",
+            "cost_known",
+            "settlement_ms",
+            "scorecard__passed",
+            "scorecard__overall_score",
+        )
+    )
+    by_candidate: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_candidate.setdefault(row["candidate_key"], []).append(row)
+    models = dict(Candidate.objects.filter(key__in=list(by_candidate)).values_list("key", "model"))
+    board = []
+    for key, executions in by_candidate.items():
+        reached = [row for row in executions if row["classification"] and row["classification"] != Classification.SKIPPED]
+        verdicts = [row["scorecard__passed"] for row in reached if row["scorecard__passed"] is not None]
+        scores = [row["scorecard__overall_score"] for row in reached if row["scorecard__overall_score"] is not None]
+        latencies = [row["settlement_ms"] for row in reached if isinstance(row["settlement_ms"], int)]
+        passed = sum(1 for verdict in verdicts if verdict)
+        board.append(
+            LeaderboardRow(
+                candidate_key=key,
+                model=models.get(key, ""),
+                slot_key=executions[-1]["slot_key"],
+                nights=len({row["run__schedule__night"] for row in executions}),
+                executions=len(executions),
+                skipped=len(executions) - len(reached),
+                scoreable=len(verdicts),
+                passed=passed,
+                interval=wilson_interval(passed, len(verdicts)),
+                mean_score=sum(scores) / len(scores) if scores else None,
+                p95_latency_ms=percentile_95(latencies) if latencies else None,
+                cost_usd=sum(
+                    (Decimal(row["cost_usd"]) for row in reached if row["cost_known"] and row["cost_usd"] is not None), Decimal(0)
+                ),
+                unpriced=sum(1 for row in reached if not row["cost_known"]),
+            )
+        )
+    valued = [row for row in board if row.cost_per_pass is not None]
+    if valued:
+        best = min(valued, key=lambda row: (row.cost_per_pass, -(row.pass_rate or 0), row.candidate_key))
+        board = [replace(row, best_value=True) if row is best else row for row in board]
+    return Leaderboard(nights=dates, rows=sort_leaderboard(board, sort), sort=sort)

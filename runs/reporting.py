@@ -1,7 +1,7 @@
 """Reporting services: score a run, report it, compare it, raise its alerts, refresh and prune.
 
-Thin services over the pure core (``runs.scoring``, ``runs.reports``): they load rows, call the
-core and save. They follow the nightly script's step 4 (upstream-spec §5.3): score every
+Thin services over the pure core (``runs.evaluation.scoring``, ``runs.evaluation.reports``): they load rows, call the
+core and save. They follow the reference nightly script's step 4: score every
 execution with the run's live bundle id, build the live report, compare it with the newest
 previous report of the same bundle and compute the alerts against the last seven of them.
 
@@ -13,8 +13,11 @@ evalhub's decisions:
 * Alerts are stored once per (report, code, case, candidate); ``occurrences`` counts the
   repetitions the reference lists one by one. The reference's list itself is kept on the
   report (``alert_documents``) so exports stay byte-identical to the reference.
+* Beside the reference's five alert rules, evalhub raises its own ``significant_regression``
+  (``runs.signal``, docs/signal.md): stored as an alert row of the report (so it is delivered
+  like the others) and never added to ``alert_documents``.
 * A stored observation may hold ``null`` where an executor reported a non-finite metric
-  (known-failure-modes B9) or an unusable cost (B5); :func:`scoreable_observation` drops those
+  (docs/failure-modes.md B9) or an unusable cost (docs/failure-modes.md B5); :func:`scoreable_observation` drops those
   keys ("unknown") before validation and scoring, so they count as missing, never as 0.
 """
 
@@ -31,8 +34,22 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 import evalhub
-from candidates.secrets import redact
 from evalhub.conf import evalhub_setting
+from evalhub.secrets import redact
+from runs.alerting import deliver_report_alerts
+from runs.evaluation.exports import EXPORT_FORMATS, export_document, export_file_name
+from runs.evaluation.reports import (
+    BASELINE_WINDOW,
+    CANONICAL_OPERATION_IDS,
+    CAPABILITY_CASES,
+    SCRIPTED_SOURCE,
+    build_report,
+    compare_reports,
+    compute_alerts,
+    live_bundle,
+    scripted_bundle,
+)
+from runs.evaluation.scoring import REFERENCE_TRACE_EXPECTATIONS, SCORING_VERSION, score_observation
 from runs.models import (
     Alert,
     CoverageCatalog,
@@ -45,16 +62,7 @@ from runs.models import (
     Scorecard,
     Trigger,
 )
-from runs.reports import (
-    BASELINE_WINDOW,
-    CANONICAL_OPERATION_IDS,
-    CAPABILITY_CASES,
-    build_report,
-    compare_reports,
-    compute_alerts,
-    live_bundle,
-)
-from runs.scoring import REFERENCE_TRACE_EXPECTATIONS, SCORING_VERSION, score_observation
+from runs.signal import significant_regression_alerts
 from schedules.models import WorkflowCase
 
 logger = logging.getLogger(__name__)
@@ -91,10 +99,12 @@ def scoreable_observation(observation: Mapping[str, Any]) -> dict[str, Any]:
     return document
 
 
-def _trace_expectations() -> dict[str, Mapping[str, Any]]:
-    """Each stored case's ``assertions.trace`` (the reference catalog's for cases not stored)."""
+def _trace_expectations(cases: Sequence[WorkflowCase] | None = None) -> dict[str, Mapping[str, Any]]:
+    """Each stored case's ``assertions.trace`` (the reference catalog's for cases not stored);
+    ``cases``: the catalog's rows, when the caller has read them already."""
     expectations: dict[str, Mapping[str, Any]] = dict(REFERENCE_TRACE_EXPECTATIONS)
-    for key, assertions in WorkflowCase.objects.values_list("key", "assertions"):
+    rows = [(case.key, case.assertions) for case in cases] if cases is not None else WorkflowCase.objects.values_list("key", "assertions")
+    for key, assertions in rows:
         trace = assertions.get("trace") if isinstance(assertions, dict) else None
         if isinstance(trace, dict):
             expectations[key] = trace
@@ -112,13 +122,24 @@ def run_bundle(run: Run, executions: Sequence[Execution] | None = None) -> dict[
         executions = list(run.executions.order_by("position"))
     present = {execution.candidate_key for execution in executions}
     candidates = [candidate for candidate in run.schedule.candidates if candidate.get("id") in present]
-    return live_bundle(
+    bundle = live_bundle(
         runner_version=evalhub.__version__,
         seed=run.schedule.seed,
         candidates=candidates,
         runner_build=evalhub_setting("RUNNER_BUILD"),
         selected_execution_ids=[execution.execution_id for execution in executions] if run.selection else None,
     )
+    # A scripted run drives the real runtime against evalhub's scripted model: its bundle says so.
+    return scripted_bundle(bundle) if is_scripted_run(run) else bundle
+
+
+def is_scripted_run(run: Run) -> bool:
+    """Whether ``run`` measured a scripted model: a scripted-lane run, or a refresh (replay lane)
+    of one — re-scoring scripted observations does not make them measurements (one query for a
+    refresh, none otherwise)."""
+    if run.lane == RunLane.SCRIPTED:
+        return True
+    return run.lane == RunLane.REPLAY and run.refresh_of_id is not None and run.refresh_of.lane == RunLane.SCRIPTED
 
 
 def score_run(run: Run) -> int:
@@ -130,20 +151,35 @@ def score_run(run: Run) -> int:
     naming nothing secret when a stored observation is invalid (observations are validated
     before they are stored, so only rows written around the services can be).
     """
-    executions = list(run.executions.order_by("position"))
+    executions = _line_up(run)
     bundle_id = run_bundle(run, executions)["id"]
     pending = list(
-        run.executions.filter(status=ExecutionStatus.FINISHED, observation__isnull=False, scorecard__isnull=True).order_by(
-            "position"
-        )
+        run.executions.filter(status=ExecutionStatus.FINISHED, observation__isnull=False, scorecard__isnull=True).order_by("position")
     )
+    return len(_score(pending, bundle_id=bundle_id, case_ids={execution.case_key for execution in executions}))
+
+
+def _line_up(run: Run) -> list[Execution]:
+    """The run's executions in order, with only what its bundle and case ids read (no documents)."""
+    return list(run.executions.order_by("position").only("pk", "run_id", "position", "execution_id", "case_key", "candidate_key"))
+
+
+def _score(
+    pending: Sequence[Execution], *, bundle_id: str, case_ids: set[str], cases: Sequence[WorkflowCase] | None = None
+) -> list[Scorecard]:
+    """Score and store ``pending`` (finished executions with an observation and no scorecard):
+    the new scorecards, each also set on its execution. ``cases``: the catalog's rows, if read."""
     if not pending:
-        return 0
-    expectations = _trace_expectations()
+        return []
+    expectations = _trace_expectations(cases)
     scorecards = []
     for execution in pending:
         document = score_observation(
-            scoreable_observation(execution.observation), {"bundleId": bundle_id}, trace_expectations=expectations
+            scoreable_observation(execution.observation),
+            {"bundleId": bundle_id},
+            trace_expectations=expectations,
+            # The run's cases come from its schedule, built from the catalog in the database.
+            case_ids=case_ids,
         )
         overall = document["overall"]
         scorecard = Scorecard(
@@ -156,9 +192,12 @@ def score_run(run: Run) -> int:
         )
         scorecard.full_clean(exclude=["execution"], validate_unique=False)
         scorecards.append(scorecard)
-    # A concurrent scorer made some of them already: the one-to-one key keeps the first.
+    # A concurrent scorer made some of them already: the one-to-one key keeps the first (scoring
+    # is a function of the stored observation and the bundle id, so theirs is the same document).
     Scorecard.objects.bulk_create(scorecards, ignore_conflicts=True)
-    return len(scorecards)
+    for execution, scorecard in zip(pending, scorecards, strict=True):
+        execution.scorecard = scorecard
+    return scorecards
 
 
 def _coverage_catalog() -> tuple[list[str], int]:
@@ -168,14 +207,22 @@ def _coverage_catalog() -> tuple[list[str], int]:
     return list(row.operation_ids), row.capability_cases
 
 
-def _history(bundle_id: str, *, exclude_run: Run) -> list[Report]:
-    """The last seven stored non-refresh reports of ``bundle_id``, oldest first."""
-    newest_first = (
+def _history_rows(bundle_id: str, *, exclude_run: Run) -> Any:
+    return (
         Report.objects.filter(bundle_id=bundle_id, is_refresh=False, is_scripted=False)
         .exclude(run=exclude_run)
         .order_by("-created_at", "-id")[:BASELINE_WINDOW]
     )
-    return list(reversed(list(newest_first)))
+
+
+def _history(bundle_id: str, *, exclude_run: Run) -> list[Report]:
+    """The last seven stored non-refresh reports of ``bundle_id``, oldest first."""
+    return list(reversed(list(_history_rows(bundle_id, exclude_run=exclude_run))))
+
+
+def _history_ids(bundle_id: str, *, exclude_run: Run) -> list[int]:
+    """The ids of :func:`_history`'s reports, oldest first (no documents read)."""
+    return list(reversed(list(_history_rows(bundle_id, exclude_run=exclude_run).values_list("pk", flat=True))))
 
 
 def alert_rows(alerts: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
@@ -219,13 +266,19 @@ def report_run(run: Run, *, generated_at: str) -> Report:
     existing = Report.objects.filter(run=run).first()
     if existing is not None:
         return existing
-    score_run(run)
-    executions = list(run.executions.order_by("position"))
+    # Each row is read once: the line-up for the bundle, then the finished executions with their
+    # scorecards; the missing scorecards are made from the observations just read.
+    executions = _line_up(run)
     bundle = run_bundle(run, executions)
-    finished = (
-        run.executions.filter(status=ExecutionStatus.FINISHED, observation__isnull=False)
-        .select_related("scorecard")
-        .order_by("position")
+    finished = list(
+        run.executions.filter(status=ExecutionStatus.FINISHED, observation__isnull=False).select_related("scorecard").order_by("position")
+    )
+    catalog = list(WorkflowCase.objects.order_by("position", "id"))
+    _score(
+        [execution for execution in finished if execution.scorecard_or_none is None],
+        bundle_id=bundle["id"],
+        case_ids={execution.case_key for execution in executions},
+        cases=catalog,
     )
     results = [
         {
@@ -237,9 +290,12 @@ def report_run(run: Run, *, generated_at: str) -> Report:
         for execution in finished
     ]
     operation_ids, capability_cases = _coverage_catalog()
-    cases = [case.to_document() for case in WorkflowCase.objects.order_by("position", "id")]
+    cases = [case.to_document() for case in catalog]
+    is_refresh = run.lane == RunLane.REPLAY
+    # A scripted run drives the real runtime against a scripted model: labelled, never a measurement.
+    is_scripted = is_scripted_run(run)
     document = build_report(
-        source="live",
+        source=SCRIPTED_SOURCE if is_scripted else "live",
         bundle=bundle,
         generated_at=generated_at,
         results=results,
@@ -247,24 +303,27 @@ def report_run(run: Run, *, generated_at: str) -> Report:
         operation_ids=operation_ids,
         capability_cases=capability_cases,
     )
-    is_refresh = run.lane == RunLane.REPLAY
-    # A scripted run drives the real runtime against a scripted model: labelled, never a measurement.
-    is_scripted = run.lane == RunLane.SCRIPTED
     previous: Report | None = None
     comparison: dict[str, Any] | None = None
     alerts: list[dict[str, str]] = []
     if not is_refresh and not is_scripted:
-        history = _history(bundle["id"], exclude_run=run)
+        # The history's documents are whole reports: only the newest is read for the comparison
+        # unless the alerts need the baseline (compute_alerts reads nothing else without it).
+        history_ids = _history_ids(bundle["id"], exclude_run=run)
+        baseline_ready = bool(evalhub_setting("BASELINE_READY")) and len(history_ids) >= BASELINE_WINDOW
+        history = _history(bundle["id"], exclude_run=run) if baseline_ready else []
         if history:
             previous = history[-1]
+        elif history_ids:
+            previous = Report.objects.only("pk", "document").get(pk=history_ids[-1])
+        if previous is not None:
             comparison = compare_reports(document, previous.document)
-        baseline_ready = bool(evalhub_setting("BASELINE_READY")) and len(history) >= BASELINE_WINDOW
         alerts = compute_alerts(document, history=[report.document for report in history], baseline_ready=baseline_ready)
     aggregate = document["aggregate"]
     report = Report(
         run=run,
         bundle_id=bundle["id"],
-        source="live",
+        source=document["source"],
         generated_at=generated_at,
         is_refresh=is_refresh,
         is_scripted=is_scripted,
@@ -283,6 +342,8 @@ def report_run(run: Run, *, generated_at: str) -> Report:
         with transaction.atomic():
             report.save()
             Alert.objects.bulk_create(Alert(report=report, **row) for row in alert_rows(alerts))
+            if not is_refresh and not is_scripted and evalhub_setting("BASELINE_READY"):
+                _add_signal_alerts(report)
     except IntegrityError:
         # Another worker reported this run first (one report per run): theirs stands.
         existing = Report.objects.filter(run=run).first()
@@ -292,17 +353,36 @@ def report_run(run: Run, *, generated_at: str) -> Report:
     return report
 
 
-def finish_reporting(run: Run, *, generated_at: str, secrets: Sequence[str] = ()) -> Report | None:
-    """Score and report a finished run; a failure is logged and recorded in ``run.error``
-    (redacted) and never undoes the executions. Returns the report, or None when it failed."""
+def _add_signal_alerts(report: Report) -> None:
+    """evalhub's own ``significant_regression`` alerts for ``report`` (``runs.signal``), beside the
+    reference's five and never in ``alert_documents``. In a savepoint, and a failure is logged,
+    never raised: evalhub's own alert must not cost the run its reference report."""
     try:
-        return report_run(run, generated_at=generated_at)
+        with transaction.atomic():
+            Alert.objects.bulk_create(significant_regression_alerts(report))
+    except Exception as exc:  # any failure of the signal layer; the reference report stands
+        logger.error("run %s: the significant_regression check failed: %s", report.run_id, redact(f"{type(exc).__name__}: {exc}"))
+
+
+def finish_reporting(run: Run, *, generated_at: str, secrets: Sequence[str] = ()) -> Report | None:
+    """Score and report a finished run, then deliver its new alerts (``runs.alerting``); a
+    reporting failure is logged and recorded in ``run.error`` (redacted) and never undoes the
+    executions. Returns the report, or None when it failed."""
+    try:
+        report = report_run(run, generated_at=generated_at)
     except Exception as exc:  # the executions are stored; reporting can be retried
         message = redact(f"reporting failed: {type(exc).__name__}: {exc}", extra_values=secrets)
         logger.error("run %s: %s", run.pk, message)
         Run.objects.filter(pk=run.pk).update(error=message)
         run.error = message
         return None
+    # The new alerts go out once the report stands; a channel's failure is recorded on its
+    # delivery and retried by the every-minute task, never failing the run.
+    try:
+        deliver_report_alerts(report)
+    except Exception as exc:
+        logger.error("run %s: delivering alerts failed: %s", run.pk, redact(f"{type(exc).__name__}: {exc}", extra_values=secrets))
+    return report
 
 
 def refresh_run(run: Run, *, generated_at: str) -> Run:
@@ -395,3 +475,20 @@ def prune_history(*, now: dt.datetime, retention_days: int) -> int:
     _, per_model = Run.objects.filter(pk__in=ids).delete()
     return per_model.get(Run._meta.label, 0)
 
+
+def export_report(report: Report, fmt: str) -> tuple[str, str, str]:
+    """``(content, content type, file name)`` of ``report`` exported as ``fmt``.
+
+    ``fmt`` is ``json``, ``markdown``, ``junit`` or ``github`` (see :func:`export_document`).
+    The file name is ``run-<run id>-<reference file name>``, e.g. ``run-7-live-report.junit.xml``;
+    a run that is not a measurement names its lane instead of ``live`` (``run-7-scripted-report.md``,
+    ``run-8-github-replay-summary.md``). The alerts are the reference's list
+    (``Report.alert_documents``, repetitions included), not the de-duplicated ``Alert`` rows, so
+    the bytes match the reference script's output. Raises ``ValueError`` for an unknown format.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
+    content = export_document(report.document, fmt, alerts=list(report.alert_documents or []), comparison=report.comparison)
+    content_type, _ = EXPORT_FORMATS[fmt]
+    lane = RunLane.SCRIPTED if report.is_scripted else RunLane.REPLAY if report.is_refresh else RunLane.LIVE
+    return content, content_type, f"run-{report.run_id}-{export_file_name(fmt, lane=lane)}"

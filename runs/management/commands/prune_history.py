@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from evalhub.commands import DatabaseCommand
 from evalhub.conf import evalhub_setting
 from runs.reporting import prune_history
-
 
 MAX_RETENTION_DAYS = 36_500
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Delete runs (with their executions, scorecards, reports and alerts) older than EVALHUB_RETENTION_DAYS "
         "days (default 120), never the last seven reports of any bundle."

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from evalhub.commands import DatabaseCommand
 from runs.models import Run
 from runs.reporting import refresh_run
 from schedules.services import iso_timestamp
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Re-score a finished run's stored observations under the current scoring rules, without calling any "
         "runtime or spending anything. The refresh is a new replay-lane run, labelled as such, and never counts "

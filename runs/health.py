@@ -1,0 +1,146 @@
+"""evalhub's own health checks for ``/health/`` (django-health-check), beside the library's
+database and cache checks: the broker answers, the last nightly is no older than its schedule
+allows, no execution is running past its lease, queued executions are being taken, and every
+live runtime is installed.
+
+Each check raises ``ServiceUnavailable`` with a sentence saying what is wrong and what to do;
+none names a secret (the page is public, for load balancers and monitors).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from django.utils import timezone
+from health_check.base import HealthCheck
+from health_check.exceptions import ServiceUnavailable
+
+from evalhub.conf import evalhub_setting
+from runs.models import Execution, ExecutionStatus, Run, Trigger
+from runs.periodic import NIGHTLY_TASK_NAME, parse_nightly_time
+
+#: How late a nightly may start after its scheduled time before it counts as missed (the cluster
+#: checks schedules every 30 s; building and saving a night takes seconds).
+NIGHTLY_GRACE = dt.timedelta(hours=1)
+#: How long past its lease an execution may still be running: the reaper runs every minute.
+LEASE_GRACE = dt.timedelta(minutes=2)
+#: How long a queued execution may wait while nothing runs: a worker takes a task within seconds.
+QUEUE_GRACE = dt.timedelta(minutes=10)
+
+
+def _fmt(moment: dt.datetime) -> str:
+    return f"{moment.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
+
+
+@dataclasses.dataclass
+class Broker(HealthCheck):
+    """The django-q2 broker (Redis, or the ORM broker's database) answers."""
+
+    def run(self) -> None:
+        from django_q.brokers import get_broker
+
+        try:
+            broker = get_broker()
+            if not broker.ping():
+                raise ServiceUnavailable("the task broker did not answer")
+            broker.queue_size()
+        except ServiceUnavailable:
+            raise
+        except Exception as exc:
+            raise ServiceUnavailable(
+                f"the task broker cannot be reached ({type(exc).__name__}): check REDIS_URL and that Redis runs"
+            ) from None
+
+
+@dataclasses.dataclass
+class Nightly(HealthCheck):
+    """The newest nightly run started no earlier than the last time the schedule called for one
+    (``EVALHUB_NIGHTLY_TIME_UTC``, allowing :data:`NIGHTLY_GRACE`); before the first nightly, the
+    schedule exists and is not overdue."""
+
+    def run(self) -> None:
+        from django_q.models import Schedule as QSchedule
+
+        now = timezone.now()
+        task = QSchedule.objects.filter(name=NIGHTLY_TASK_NAME).only("next_run").first()
+        if task is None:
+            raise ServiceUnavailable("the nightly is not scheduled: run `manage.py setup_schedules`")
+        at = parse_nightly_time(evalhub_setting("NIGHTLY_TIME_UTC"))
+        # The latest scheduled start that is already past its grace.
+        cutoff = (now - NIGHTLY_GRACE).astimezone(dt.UTC)
+        due = dt.datetime.combine(cutoff.date(), at)
+        if due > cutoff:
+            due -= dt.timedelta(days=1)
+        last = Run.objects.filter(trigger=Trigger.NIGHTLY).order_by("-created_at").values_list("created_at", flat=True).first()
+        if last is None:
+            if task.next_run is not None and task.next_run < now - NIGHTLY_GRACE:
+                raise ServiceUnavailable(f"the first nightly was due at {_fmt(task.next_run)} and has not run: is a worker running?")
+            return
+        if last < due - dt.timedelta(minutes=5):
+            hours = (now - last).total_seconds() / 3600
+            raise ServiceUnavailable(
+                f"the last nightly started {hours:.0f} h ago ({_fmt(last)}); one was due at {_fmt(due)}: is a worker running?"
+            )
+
+
+@dataclasses.dataclass
+class Leases(HealthCheck):
+    """No execution is still running :data:`LEASE_GRACE` after its lease expired (the reaper, run
+    by the workers every minute, takes such executions back)."""
+
+    def run(self) -> None:
+        stuck = Execution.objects.filter(status=ExecutionStatus.RUNNING, lease_expires_at__lt=timezone.now() - LEASE_GRACE)
+        oldest = stuck.order_by("lease_expires_at").values_list("lease_expires_at", "run_id").first()
+        if oldest is not None:
+            count = stuck.count()
+            raise ServiceUnavailable(
+                f"{count} execution(s) still running past their leases (the oldest, of run {oldest[1]}, expired at "
+                f"{_fmt(oldest[0])}): the reaper is not running; start a worker (`manage.py worker`)"
+            )
+
+
+@dataclasses.dataclass
+class Queue(HealthCheck):
+    """Queued executions are being taken: none has waited :data:`QUEUE_GRACE` while nothing runs
+    (a night queued with ``--queue`` and no worker started would otherwise look healthy)."""
+
+    def run(self) -> None:
+        if Execution.objects.filter(status=ExecutionStatus.RUNNING).exists():
+            return  # workers are busy; a queue behind them (or a provider's limit) is normal
+        waiting = Execution.objects.filter(status=ExecutionStatus.PENDING, dispatched_at__lt=timezone.now() - QUEUE_GRACE)
+        oldest = waiting.order_by("dispatched_at").values_list("dispatched_at", "run_id").first()
+        if oldest is not None:
+            raise ServiceUnavailable(
+                f"{waiting.count()} queued execution(s) waiting and none running (the oldest, of run {oldest[1]}, queued at "
+                f"{_fmt(oldest[0])}): no worker is taking tasks; start one (`manage.py worker`)"
+            )
+
+
+@dataclasses.dataclass
+class Runtimes(HealthCheck):
+    """Every live runtime (codex, opencode) is installed at its pinned version."""
+
+    def run(self) -> None:
+        from runs.executors.live.executor import configured_binary
+        from runs.executors.live.runtimes import RUNTIMES
+
+        problems = []
+        for runtime in RUNTIMES.values():
+            ok, message = runtime.status(configured_binary(runtime.key))
+            if not ok:
+                problems.append(f"{runtime.label}: {message}")
+        if problems:
+            raise ServiceUnavailable("live runtime missing: " + "; ".join(problems))
+
+
+#: The ``/health/`` checks, in order: the database, the cache, the broker, then evalhub's own.
+CHECKS = (
+    "health_check.checks.Database",
+    "health_check.checks.Cache",
+    Broker,
+    Nightly,
+    Leases,
+    Queue,
+    Runtimes,
+)

@@ -1,0 +1,50 @@
+"""``manage.py rerun RUN_ID [--infrastructure-only | --skipped] [--queue]``: re-run a run's failed
+(or only its infrastructure-failed, or its skipped) executions as a new run."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.management.base import CommandError
+from django.db import transaction
+
+from evalhub.commands import DatabaseCommand
+from runs.models import RerunScope, Run
+from runs.services import RunActionError, dispatch_run, execute_run, rerun_run
+
+
+class Command(DatabaseCommand):
+    help = (
+        "Re-run the failed executions of an ended run (or with --infrastructure-only only its infrastructure "
+        "failures, or with --skipped its skipped executions: after adding credentials, or a cancel) as a new run "
+        "that points at it; the original keeps its history. Runs here, or with --queue "
+        "on the workers."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("run_id", type=int, help="The id of the run to repeat.")
+        scope = parser.add_mutually_exclusive_group()
+        scope.add_argument("--infrastructure-only", action="store_true", help="Only the infrastructure-failed executions.")
+        scope.add_argument(
+            "--skipped", action="store_true", help="The skipped executions instead (missing credentials, the ceiling, a cancel)."
+        )
+        parser.add_argument("--queue", action="store_true", help="Queue the new run for the django-q2 workers instead of running it here.")
+
+    def handle(self, *args, **options) -> None:
+        run = Run.objects.filter(pk=options["run_id"]).select_related("schedule").first()
+        if run is None:
+            raise CommandError(f"there is no run {options['run_id']}")
+        scope = (
+            RerunScope.INFRASTRUCTURE if options["infrastructure_only"] else RerunScope.SKIPPED if options["skipped"] else RerunScope.FAILED
+        )
+        try:
+            with transaction.atomic():
+                rerun = rerun_run(run, scope=scope)
+                queued = dispatch_run(rerun) if options["queue"] else None
+        except RunActionError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"run {rerun.pk} re-runs {rerun.executions.count()} {RerunScope(scope).label} of run {run.pk}")
+        if queued is not None:
+            self.stdout.write(f"{queued} execution(s) queued for the workers")
+            return
+        self.stdout.write(execute_run(rerun, environ=os.environ).line())

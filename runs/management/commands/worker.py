@@ -1,0 +1,81 @@
+"""``manage.py worker``: django-q2's ``qcluster`` with a bounded stop.
+
+On SIGTERM or SIGINT the main process tells every worker process to stop (the execution each one
+runs is interrupted, its runtime killed, and handed back to the queue for another worker), lets
+django-q2 stop the cluster, and if the cluster has not stopped within ``--grace`` seconds kills
+what is left of it: the process exits within a bounded time, never after the night.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+from django.conf import settings
+from django_q.cluster import Cluster
+from django_q.management.commands.qcluster import Command as QclusterCommand
+
+from runs import leases
+
+logger = logging.getLogger(__name__)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class Command(QclusterCommand):
+    help = "Start a django-q2 cluster that stops within --grace seconds of SIGTERM/SIGINT, handing its executions back."
+
+    def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--grace", type=float, default=30.0, help="Seconds to wait for the cluster to stop before killing it.")
+
+    def handle(self, *args, **options) -> None:
+        settings.SECRET_KEY  # noqa: B018 — the cluster signs its tasks with it
+        leases.prepare_cluster_shutdown()
+        cluster = Cluster()
+        grace = max(float(options["grace"]), 1.0)
+        stopping = threading.Event()
+
+        def hard_stop() -> None:
+            logger.warning("the cluster did not stop within %.0f s: killing its processes", grace)
+            for pid in descendants(os.getpid()):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            os._exit(1)
+
+        def on_stop(signum: int, frame: object) -> None:
+            if stopping.is_set():
+                return
+            stopping.set()
+            leases.signal_cluster_shutdown()
+            timer = threading.Timer(grace, hard_stop)
+            timer.daemon = True
+            timer.start()
+            cluster.sig_handler(signum, frame)
+
+        signal.signal(signal.SIGTERM, on_stop)
+        signal.signal(signal.SIGINT, on_stop)
+        cluster.start()
+        if options.get("run_once", False):
+            cluster.stop()
