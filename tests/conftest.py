@@ -50,3 +50,59 @@ def reader_client(client, django_user_model):
     user = django_user_model.objects.create_user("reader", password="pw-reader-123")
     client.force_login(user)
     return client
+
+
+# --- the browser suite (tests/test_browser_*.py, marked `browser`) -----------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Debian Chromium per browser test module, driven by Playwright. Not per session:
+    Playwright's sync API keeps an event loop running on the thread until it stops, and every later
+    test in the same worker that calls ``asyncio.run`` (the MCP server, the health checks) would fail."""
+    import os
+    from pathlib import Path
+
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (apt-get install -y chromium); .ci/run does")
+    # Playwright's sync API keeps an event loop on this thread; Django's ORM refuses to run in a
+    # thread with a running loop unless told the caller is synchronous, as these tests are (the
+    # pages themselves are served by live_server's own thread).
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield chromium
+            chromium.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def nights(transactional_db, replay_executors, settings):
+    """The realistic nights of :mod:`tests.browser_night` (catalog, periodic tasks, runs)."""
+    from tests.browser_night import build_nights
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    return build_nights()
+
+
+@pytest.fixture
+def signed_in(browser, live_server, nights, django_user_model):
+    """A fresh browser page signed in as a staff user through the sign-in form."""
+    from tests.browser_support import sign_in
+
+    django_user_model.objects.create_user("stakeholder", password="pw-stakeholder-123", is_staff=True, is_superuser=True)
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    page = context.new_page()
+    sign_in(page, live_server.url, "stakeholder", "pw-stakeholder-123")
+    yield page
+    context.close()

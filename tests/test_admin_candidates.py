@@ -21,6 +21,7 @@ pytestmark = pytest.mark.django_db
 def _fast_password_hashing(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+
 CANDIDATE_ADD = reverse("admin:candidates_candidate_add")
 
 
@@ -118,7 +119,9 @@ def test_a_position_taken_in_the_slot_is_a_form_error(staff_client) -> None:
     assert_form_error(response, "Another candidate in this slot already has this position.")
 
 
-@pytest.mark.parametrize(("adapter", "provider"), [("codex_app_server", "opencode"), ("acpx_runtime", "codex"), ("opencode_server", "acpx")])
+@pytest.mark.parametrize(
+    ("adapter", "provider"), [("codex_app_server", "opencode"), ("acpx_runtime", "codex"), ("opencode_server", "acpx")]
+)
 def test_an_adapter_with_another_runtime_s_provider_is_a_form_error(staff_client, adapter: str, provider: str) -> None:
     response = staff_client.post(CANDIDATE_ADD, candidate_post(adapter=adapter, provider=provider))
     assert_form_error(response, "Adapter and provider do not belong together")
@@ -151,9 +154,7 @@ def test_a_blank_model_is_a_form_error(staff_client, model: str) -> None:
         ("[OPENAI_API_KEY]", "Enter valid JSON"),
     ],
 )
-def test_required_environment_that_is_not_a_list_of_names_is_a_form_error(
-    staff_client, required_environment: str, message: str
-) -> None:
+def test_required_environment_that_is_not_a_list_of_names_is_a_form_error(staff_client, required_environment: str, message: str) -> None:
     response = staff_client.post(CANDIDATE_ADD, candidate_post(required_environment=required_environment))
     assert_form_error(response, message)
     assert not Candidate.objects.filter(key="codex-new").exists()
@@ -413,8 +414,10 @@ def sortable_update(staff_client, url_name: str, items: list[list[int]]) -> Any:
 
 
 def test_swapping_two_slots_in_the_changelist_saves_the_new_order(staff_client) -> None:
-    first, second, third = make_slot(key="one"), make_slot(key="two"), make_slot(key="three")
-    response = sortable_update(staff_client, "admin:candidates_slot_sortable_update", [[second.pk, first.position], [first.pk, second.position]])
+    first, second, _third = make_slot(key="one"), make_slot(key="two"), make_slot(key="three")
+    response = sortable_update(
+        staff_client, "admin:candidates_slot_sortable_update", [[second.pk, first.position], [first.pk, second.position]]
+    )
     assert response.status_code == 200
     assert list(Slot.objects.order_by("position").values_list("key", flat=True)) == ["two", "one", "three"]
 
@@ -430,3 +433,32 @@ def test_the_slot_changelist_shows_slots_in_order_with_their_candidates(staff_cl
     response = staff_client.get(reverse("admin:candidates_slot_changelist"), {"q": "codex-b"})
     assert response.status_code == 200
     assert "codex-a, codex-b, codex-c" in response.content.decode()
+
+
+# --- two submitted rows clashing on a case-insensitive constraint ---------------------------------
+
+SAME_MODEL = "This slot already has a candidate running this model"
+
+
+def test_two_changelist_rows_given_the_same_model_are_a_form_error(staff_client, slot_with_three: Slot) -> None:
+    a, b = slot_with_three.candidates.order_by("position")[:2]
+    data = changelist_post([a, b], model="gpt-5.9-Same")
+    data["form-1-model"] = "GPT-5.9-same"
+
+    response = staff_client.post(reverse("admin:candidates_candidate_changelist"), data)
+
+    assert response.status_code == 200
+    assert SAME_MODEL in str(response.context["cl"].formset.errors)
+    assert not Candidate.objects.filter(model__iexact="gpt-5.9-same").exists()
+
+
+def test_two_inline_rows_given_the_same_model_are_a_form_error(staff_client, slot_with_three: Slot) -> None:
+    url, data = slot_change(staff_client, slot_with_three)
+    data[f"candidates-{inline_index(data, 'candidates', 'codex-a')}-model"] = "gpt-5.9-Same"
+    data[f"candidates-{inline_index(data, 'candidates', 'codex-b')}-model"] = "GPT-5.9-same"
+
+    response = staff_client.post(url, data)
+
+    assert response.status_code == 200
+    assert SAME_MODEL in error_text(response)
+    assert not Candidate.objects.filter(model__iexact="gpt-5.9-same").exists()

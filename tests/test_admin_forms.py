@@ -14,9 +14,9 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from candidates.models import Candidate
-from candidates.services import REORDER_OFFSET
 from evalhub.admin_forms import SecretSafeFormMixin, SecretSafeModelForm, StrictJSONField, renumber_positions
 from evalhub.templatetags.evalhub_format import duration, format_usd
+from evalhub.validation import REORDER_OFFSET
 from tests.builders import make_candidate, make_slot
 
 SECRET = "sk-proj-FAKEfakeFAKE_0123456789-abcdefghijklmnop"
@@ -155,7 +155,7 @@ def test_duration_reads_as_a_person_would_say_it(ms: Any, shown: str) -> None:
 
 @pytest.mark.django_db
 def test_a_constraint_on_a_field_left_off_the_form_is_still_a_form_error() -> None:
-    """Known-failure-modes B7: a plain ModelForm with only ``position`` skips the (slot, position)
+    """docs/failure-modes.md B7: a plain ModelForm with only ``position`` skips the (slot, position)
     constraint because ``slot`` is not on the form, and the save raises IntegrityError."""
     slot = make_slot()
     make_candidate(slot=slot, position=0)

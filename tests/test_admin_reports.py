@@ -49,9 +49,17 @@ def reported_run(reference_catalog) -> Run:
         passed=0,
         mean_overall=0.5,
     )
-    Alert.objects.create(report=report, code="safety_failure", severity="critical", message="1 execution(s) failed a hard or lifecycle invariant")
     Alert.objects.create(
-        report=report, code="consecutive_case_failure", severity="warning", case_key=execution.case_key, candidate_key=execution.candidate_key, message="failed twice", occurrences=3
+        report=report, code="safety_failure", severity="critical", message="1 execution(s) failed a hard or lifecycle invariant"
+    )
+    Alert.objects.create(
+        report=report,
+        code="consecutive_failures",
+        severity="warning",
+        case_key=execution.case_key,
+        candidate_key=execution.candidate_key,
+        message=f"{execution.case_key}/{execution.candidate_key} failed three consecutive reports",
+        occurrences=3,
     )
     return run
 
@@ -75,15 +83,15 @@ def test_the_report_page_shows_its_alerts_inline(staff_client, reported_run: Run
     response = staff_client.get(reverse("admin:runs_report_change", args=[report.pk]))
     html = response.content.decode()
     assert response.status_code == 200
-    assert "safety_failure" in html and "consecutive_case_failure" in html and "failed twice" in html
+    assert "safety_failure" in html and "consecutive_failures" in html and "failed three consecutive reports" in html
     assert 'name="_save"' not in html
 
 
 def test_the_alert_changelist_filters_by_code_and_severity(staff_client, reported_run: Run) -> None:
     url = reverse("admin:runs_alert_changelist")
     assert [a.code for a in staff_client.get(url, {"severity__exact": "critical"}).context["cl"].result_list] == ["safety_failure"]
-    assert [a.code for a in staff_client.get(url, {"code__exact": "consecutive_case_failure"}).context["cl"].result_list] == [
-        "consecutive_case_failure"
+    assert [a.code for a in staff_client.get(url, {"code__exact": "consecutive_failures"}).context["cl"].result_list] == [
+        "consecutive_failures"
     ]
     assert reverse("pages:run", args=[reported_run.pk]) in staff_client.get(url).content.decode()
 

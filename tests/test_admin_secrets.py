@@ -1,6 +1,6 @@
 """Secret-shaped input in the admin: the form names the field, and the page sent back holds no
-trace of the value — not in the field, not in an error message, not in the title (known-failure-
-modes B8, B12). Checked for text and JSON fields, on add and change views, in the candidate
+trace of the value — not in the field, not in an error message, not in the title (docs/failure-modes.md
+B8, B12). Checked for text and JSON fields, on add and change views, in the candidate
 inline under Slot, in the list_editable changelist and on the schedule preview."""
 
 from __future__ import annotations
@@ -202,7 +202,9 @@ def test_the_candidate_inline_refuses_a_secret_and_does_not_send_it_back(staff_c
     assert candidate.key == "codex-luna" and candidate.required_environment == ["OPENAI_API_KEY"]
 
 
-@pytest.mark.parametrize(("field", "value", "label"), [("model", SECRET, "Model"), ("required_environment", json.dumps([SECRET]), "Required environment")])
+@pytest.mark.parametrize(
+    ("field", "value", "label"), [("model", SECRET, "Model"), ("required_environment", json.dumps([SECRET]), "Required environment")]
+)
 def test_a_new_inline_row_on_the_slot_add_view_refuses_a_secret(staff_client, field: str, value: str, label: str) -> None:
     budget = make_budget()
     url = reverse("admin:candidates_slot_add")

@@ -2,7 +2,7 @@
 
 Reading needs a signed-in user, writing a staff user (session or token); rows are addressed by
 their natural id; reads use the reference document names; pages are stable and bounded
-(known-failure-modes B11); list endpoints cost the same queries for one row as for many.
+(docs/failure-modes.md B11); list endpoints cost the same queries for one row as for many.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from candidates.models import Budget, Candidate, Slot
 from candidates.services import export_manifest
@@ -49,7 +49,7 @@ def new_candidate(**overrides: Any) -> dict[str, Any]:
 def token_header(django_user_model):
     def make(*, staff: bool) -> dict[str, str]:
         user = django_user_model.objects.create_user(f"token-{'staff' if staff else 'reader'}", is_staff=staff)
-        return {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=user).key}"}
+        return {"HTTP_AUTHORIZATION": f"Token {AuthToken.objects.create(user=user)[1]}"}
 
     return make
 
@@ -161,9 +161,7 @@ def test_ids_with_dots_are_addressable(reader_client, db):
 # --- permissions --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "url", ["/api/slots/", "/api/candidates/", "/api/budgets/", "/api/cases/", "/api/chaos-scenarios/"]
-)
+@pytest.mark.parametrize("url", ["/api/slots/", "/api/candidates/", "/api/budgets/", "/api/cases/", "/api/chaos-scenarios/"])
 def test_anonymous_clients_cannot_read(client, url, db):
     response = client.get(url)
 
@@ -197,8 +195,9 @@ def test_a_reader_token_can_read(reference_catalog, client, token_header):
 def test_a_bad_token_is_refused(client, db):
     response = client.get("/api/slots/", HTTP_AUTHORIZATION="Token not-a-token")
 
-    # 403, not 401: session authentication comes first and sends no WWW-Authenticate challenge.
-    assert response.status_code == 403
+    # 401 with the token challenge: token authentication comes first (evalhub/settings.py).
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
     assert response.json() == {"detail": "Invalid token."}
 
 
@@ -275,8 +274,7 @@ def test_deleting_a_budget_in_use_is_a_409_naming_the_candidates(reference_catal
     assert response.status_code == 409
     users = sorted(c.key for c in Candidate.objects.filter(budget__name="inexpensive"))
     assert response.json() == {
-        "detail": f"Cannot delete: still used by {', '.join('candidate ' + key for key in users)}. "
-        "Move or delete those first."
+        "detail": f"Cannot delete: still used by {', '.join('candidate ' + key for key in users)}. Move or delete those first."
     }
     assert Budget.objects.filter(name="inexpensive").exists()
 
@@ -305,9 +303,7 @@ def test_staff_creates_a_case_at_the_end_of_the_catalog(reference_catalog, staff
 
 def test_changing_case_steps_bumps_its_version_and_a_title_change_does_not(reference_catalog, staff_client):
     retitled = send(staff_client, "patch", "/api/cases/final-response/", {"title": "Renamed"})
-    restepped = send(
-        staff_client, "patch", "/api/cases/final-response/", {"steps": [{"kind": "run_start", "taskMode": "plan"}]}
-    )
+    restepped = send(staff_client, "patch", "/api/cases/final-response/", {"steps": [{"kind": "run_start", "taskMode": "plan"}]})
 
     assert retitled.json()["version"] == 1
     assert restepped.json()["version"] == 2
@@ -333,31 +329,41 @@ def test_staff_creates_a_chaos_scenario_in_the_chaos_lane_by_default(reference_c
     assert ChaosScenario.objects.get(key="chaos-extra").position == 8
 
 
-# --- pagination (known-failure-modes B11) -------------------------------------------------------
+# --- pagination (docs/failure-modes.md B11) -------------------------------------------------------
 
 
 @pytest.fixture
 def many_budgets(db) -> list[str]:
     names = [f"budget-{index:03d}" for index in range(230)]
     Budget.objects.bulk_create(
-        Budget(name=name, max_latency_ms=1, max_attempts=1, max_cost_usd=Decimal("1"), max_total_tokens=1)
-        for name in names
+        Budget(name=name, max_latency_ms=1, max_attempts=1, max_cost_usd=Decimal("1"), max_total_tokens=1) for name in names
     )
     return names
 
 
-@pytest.mark.parametrize(
-    ("page_size", "expected"),
-    [("10", 10), ("100000000", 200), ("-1", 50), ("0", 50), ("abc", 50), ("", 50), ("1e3", 50)],
-)
-def test_page_size_is_clamped_and_bad_values_fall_back_to_the_default(
-    many_budgets, reader_client, page_size, expected
-):
-    response = reader_client.get(f"/api/budgets/?page_size={page_size}")
+@pytest.mark.parametrize(("page_size", "expected"), [("10", 10), ("100000000", 200), (None, 50), ("0010", 10)])
+def test_page_size_is_clamped_and_left_out_is_the_default(many_budgets, reader_client, page_size, expected):
+    response = reader_client.get("/api/budgets/" + (f"?page_size={page_size}" if page_size is not None else ""))
 
     assert response.status_code == 200
     assert len(response.json()["results"]) == expected
     assert response.json()["count"] == 230
+
+
+@pytest.mark.parametrize("page_size", ["", "-1", "0", "abc", "1e3", "null", "2.5", "9" * 4301, str(2**63)])
+def test_a_page_size_that_is_not_a_whole_number_from_1_is_a_400(many_budgets, reader_client, page_size):
+    response = reader_client.get(f"/api/budgets/?page_size={page_size}")
+
+    assert response.status_code == 400
+    assert response.json() == {"page_size": ["Give a page size: a whole number from 1 (at most 200 rows are returned)."]}
+
+
+@pytest.mark.parametrize("url", ["/api/budgets/", "/api/executions/", "/api/scorecards/", "/api/runs/"])
+def test_a_blank_page_is_a_400_not_page_1(many_budgets, reader_client, url):
+    response = reader_client.get(f"{url}?page=")
+
+    assert response.status_code == 400
+    assert response.json() == {"page": ["Give a page number from 1 (or last), or leave the parameter out."]}
 
 
 @pytest.mark.parametrize(

@@ -48,3 +48,19 @@ def test_the_access_log_redacts_a_secret_typed_into_a_url() -> None:
     record = logger.makeRecord("django.server", logging.INFO, __file__, 1, '"GET /api/?q=%s HTTP/1.1" 200', (secret,), None)
     assert all(f.filter(record) for f in handler.filters)
     assert secret not in record.getMessage()
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "42299637542813373139255296", "null"])
+def test_a_boolean_filter_that_is_not_true_or_false_is_a_400(reader_client, value: str) -> None:
+    response = reader_client.get(f"/api/reports/?refresh={value}")
+    assert response.status_code == 400
+    assert response.json() == {"refresh": ["Give true or false."]}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/api/slots/", "/api/budgets/", "/api/cases/", "/api/chaos-scenarios/", "/api/slots/codex-strong/"])
+def test_an_unknown_query_parameter_is_a_400_on_every_list_and_detail(reference_catalog, reader_client, url: str) -> None:
+    response = reader_client.get(url, {"zzz": "1"})
+    assert response.status_code == 400, response.content
+    assert response.json()["zzz"][0].startswith("Unknown query parameter. Accepted: format")
+    assert reader_client.get(url, {"format": "json"}).status_code == 200

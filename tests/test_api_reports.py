@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from runs.evaluation.renderers import render_json, render_junit, render_markdown
+from runs.evaluation.reports import compare_reports
 from runs.executors.replay import REPLAY_STORE
 from runs.models import Report, Run, RunLane
-from runs.renderers import render_json, render_junit, render_markdown
-from runs.reports import compare_reports
 from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
@@ -141,7 +141,7 @@ def test_a_report_exports_in_every_format(alerted, reader_client, fmt: str, cont
     elif fmt == "markdown":
         assert text == render_markdown(stored["report"])
     elif fmt == "junit":
-        assert text == render_junit(stored["report"])
+        assert text == render_junit(stored["report"], distinct_names=True)
     else:
         assert "## Alerts\n\n- CRITICAL safety_failure: 2 execution(s) failed a hard or lifecycle invariant\n" in text
         assert "## Previous compatible bundle\n\nPass-rate delta: -0.667; overall delta: -0.667.\n" in text
@@ -193,8 +193,8 @@ def test_a_comparison_across_bundles_is_incompatible(schedule, replay_executors,
 @pytest.mark.parametrize(
     ("params", "status", "body"),
     [
-        ({}, 400, {"current": ["This field is required."], "previous": ["This field is required."]}),
-        ({"current": "x", "previous": "1"}, 400, {"current": ["A valid integer is required."]}),
+        ({}, 400, {"current": ["This parameter is required."], "previous": ["This parameter is required."]}),
+        ({"current": "x", "previous": "1"}, 400, {"current": ["Give a report id: 1, 2, ..."]}),
         ({"current": "1", "previous": "1", "run": "2"}, 400, {"run": ["Unknown query parameter. Accepted: current, previous."]}),
         ({"current": "999998", "previous": "999999"}, 404, {"detail": "There is no report 999998."}),
     ],
@@ -216,7 +216,7 @@ def test_staff_refresh_a_run(schedule, replay_executors, staff_client) -> None:
     assert (refresh.lane, refresh.refresh_of_id) == (RunLane.REPLAY, run.pk)
     assert Report.objects.get(pk=response.json()["report"]).is_refresh is True
     again = staff_client.post(f"/api/runs/{refresh.pk}/refresh/")
-    assert again.status_code == 400
+    assert again.status_code == 409
     assert "is a refresh" in again.json()["detail"]
 
 
@@ -254,7 +254,7 @@ def test_list_query_counts_do_not_grow(schedule, replay_executors, reader_client
 
 
 def test_comparing_a_refresh_report_is_refused(staff_client, reference_catalog, replay_executors) -> None:
-    """A refresh is re-scored, not measured: it never counts in comparisons (issue 3)."""
+    """A refresh is re-scored, not measured: it never counts in comparisons."""
     import datetime as dt
     from decimal import Decimal
 
@@ -263,8 +263,11 @@ def test_comparing_a_refresh_report_is_refused(staff_client, reference_catalog, 
     from runs.services import start_nightly
 
     outcome = start_nightly(
-        seed="runner-live-seven-week-v1", cost_ceiling_usd=Decimal(12),
-        now=dt.datetime(2026, 8, 24, 4, tzinfo=dt.UTC), environ={}, execute=True,
+        seed="runner-live-seven-week-v1",
+        cost_ceiling_usd=Decimal(12),
+        now=dt.datetime(2026, 8, 24, 4, tzinfo=dt.UTC),
+        environ={},
+        execute=True,
     )
     refresh = refresh_run(outcome.run, generated_at="2026-08-24T05:00:00.000Z")
     measured = Report.objects.get(run=outcome.run)

@@ -1,7 +1,7 @@
 """Runs and executions over the API: read-only history with counts, money, observations and attempts.
 
 Runs are produced by the real orchestration (``runs.services``) with the replay executor at the
-edge. Unknown prices read as ``costUsd: null, costKnown: false``, never $0 (known-failure-modes B5);
+edge. Unknown prices read as ``costUsd: null, costKnown: false``, never $0 (docs/failure-modes.md B5);
 list endpoints cost the same queries for one run as for many.
 """
 
@@ -14,7 +14,7 @@ from decimal import Decimal
 import pytest
 from rest_framework.renderers import JSONRenderer
 
-from candidates.models import json_number
+from evalhub.jsnum import json_number
 from runs.api import ObservationField
 from runs.executors import InfrastructureError
 from runs.executors.replay import REPLAY_STORE
@@ -241,7 +241,9 @@ def test_history_is_read_only_even_for_staff(mixed_run, staff_client, method, ur
 
 @pytest.mark.parametrize("url", ["/api/runs/", "/api/executions/"])
 def test_history_needs_a_signed_in_user(client, db, url):
-    assert client.get(url).status_code == 403
+    response = client.get(url)
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
 
 
 # --- query counts -------------------------------------------------------------------------------
@@ -264,3 +266,25 @@ def test_run_and_execution_list_query_counts_do_not_grow(schedule, reader_client
         assert reader_client.get(f"/api/runs/{run.pk}/").status_code == 200
     with django_assert_num_queries(4):  # session, user, execution, attempts
         assert reader_client.get(f"/api/executions/{execution.pk}/").status_code == 200
+
+
+def test_deep_pages_read_their_ids_first_and_hold_the_same_rows(schedule, reader_client, monkeypatch, django_assert_num_queries):
+    """Past ``IDS_FIRST_OFFSET`` rows a page reads its ids, then its rows: the same rows in the
+    same order as one query would give, one query more, and page numbers (``last`` included) keep working."""
+    from evalhub.api import pagination
+
+    for _ in range(3):
+        execute_run(manual_run(schedule, limit=5), environ={})
+    whole = [row["id"] for row in reader_client.get("/api/executions/?page_size=200").json()["results"]]
+    assert len(whole) == 15
+    monkeypatch.setattr(pagination, "IDS_FIRST_OFFSET", 4)
+    paged = []
+    for page in range(1, 5):
+        body = reader_client.get(f"/api/executions/?page_size=4&page={page}").json()
+        paged.extend(row["id"] for row in body["results"])
+    assert paged == whole
+    assert [row["id"] for row in reader_client.get("/api/executions/?page_size=4&page=last").json()["results"]] == whole[12:]
+    with django_assert_num_queries(6):  # session, user, count, the page's ids, the page, attempts
+        reader_client.get("/api/executions/?page_size=4&page=2")
+    runs = [row["id"] for row in reader_client.get("/api/runs/?page_size=1&page=3").json()["results"]]
+    assert runs == [row["id"] for row in reader_client.get("/api/runs/").json()["results"]][2:3]

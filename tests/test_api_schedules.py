@@ -138,8 +138,9 @@ def test_bad_preview_parameters_are_field_errors(reference_catalog, reader_clien
     [
         (
             {"candidate": "opencode-glm"},
-            "unknown Runner live eval candidate: opencode-glm (not in rotation day 0's line-up: codex-luna, "
-            "opencode-kimi, opencode-gpt-oss, acpx-claude-sonnet, acpx-codex-sol)",
+            "candidate opencode-glm does not play on rotation day 0: its slot plays another of its candidates this week "
+            "(the line-up: codex-luna, opencode-kimi, opencode-gpt-oss, acpx-claude-sonnet, acpx-codex-sol); "
+            "select one of those, or preview another rotation day",
         ),
         ({"case": "no-such-case"}, "unknown Runner live eval case: no-such-case"),
         ({"seed": "x" * 201}, "schedule seed must be at most 200 characters, not 201"),
@@ -160,7 +161,7 @@ def test_preview_of_an_empty_catalog_says_what_is_missing(reader_client, db):
 
 
 def test_preview_needs_a_signed_in_user(reference_catalog, client):
-    assert client.get("/api/schedules/preview/").status_code == 403
+    assert client.get("/api/schedules/preview/").status_code == 401
 
 
 def test_preview_query_count_does_not_depend_on_the_selection(reference_catalog, reader_client, django_assert_num_queries):
@@ -290,3 +291,12 @@ def test_schedule_list_and_detail_query_counts_do_not_grow(reference_catalog, re
         assert reader_client.get("/api/schedules/").json()["count"] == nights
     with django_assert_num_queries(4):  # session, user, schedule, entries
         assert reader_client.get(f"/api/schedules/{saved[-1].pk}/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_blank_whole_number_filter_is_a_400_not_every_row(reader_client) -> None:
+    """``?rotation_day=`` is not a whole number (the schema says integer): refused, not read as "not given"."""
+    response = reader_client.get("/api/schedules/", {"rotation_day": ""})
+    assert response.status_code == 400
+    assert response.json() == {"rotation_day": ["Give a whole number, or leave the parameter out."]}
+    assert reader_client.get("/api/schedules/").status_code == 200

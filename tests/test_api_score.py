@@ -1,5 +1,5 @@
 """``POST /api/score/``: observations scored as ``manage.py score FILE`` scores them, nothing stored
-(issue 3 §1: an invalid observation is a 400 listing every problem)."""
+(an invalid observation is a 400 listing every problem)."""
 
 from __future__ import annotations
 
@@ -9,31 +9,33 @@ from typing import Any
 
 import pytest
 
+from runs.evaluation.observation_schema import validate_observation
 from runs.models import Execution, Report, Run, Scorecard
-from runs.observation_schema import validate_observation
-from tests.reference import reference_dir
+from tests.reference import scoring_vectors
 
 pytestmark = pytest.mark.django_db
 
 URL = "/api/score/"
 # Synthetic, built by concatenation so no secret-shaped literal sits in the source.
 SYNTHETIC_KEY = "sk-" + "A1b2" * 5
+NO_BUNDLE_ID = "scoring options need a bundleId (text), e.g. runner-live-v2-<16 hex>"
 
 
-def scoring_vectors() -> list[dict[str, Any]]:
-    return json.loads((reference_dir() / "scoring-vectors.json").read_text(encoding="utf-8"))["observations"]
+def observation_vectors() -> list[dict[str, Any]]:
+    return scoring_vectors()["observations"]
 
 
-def post(client, body: Any):
-    return client.post(URL, data=json.dumps(body), content_type="application/json")
+def post(client, body: Any, **query: str):
+    url = URL + ("?" + "&".join(f"{key}={value}" for key, value in query.items()) if query else "")
+    return client.post(url, data=json.dumps(body), content_type="application/json")
 
 
 def valid_vector() -> dict[str, Any]:
-    return next(vector for vector in scoring_vectors() if "scorecard" in vector)
+    return next(vector for vector in observation_vectors() if "scorecard" in vector)
 
 
 def test_every_vector_in_one_array_scores_as_the_reference(reader_client):
-    vectors = scoring_vectors()
+    vectors = observation_vectors()
     assert any("error" in vector for vector in vectors) and any("scorecard" in vector for vector in vectors)
 
     response = post(reader_client, [{"observation": v["observation"], "options": v["options"]} for v in vectors])
@@ -55,7 +57,7 @@ def test_every_vector_in_one_array_scores_as_the_reference(reader_client):
 
 
 def test_valid_vectors_alone_give_200_and_exactly_the_reference_scorecards(reader_client):
-    vectors = [vector for vector in scoring_vectors() if "scorecard" in vector]
+    vectors = [vector for vector in observation_vectors() if "scorecard" in vector]
 
     response = post(reader_client, [{"observation": v["observation"], "options": v["options"]} for v in vectors])
 
@@ -120,8 +122,9 @@ def test_anonymous_is_refused(client):
     vector = valid_vector()
     response = post(client, [{"observation": vector["observation"], "options": vector["options"]}])
 
-    # 403, not 401: session authentication comes first and sends no WWW-Authenticate challenge.
-    assert response.status_code == 403
+    # 401 with the token challenge: token authentication comes first (evalhub/settings.py).
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
 
 
 def test_every_problem_is_listed_and_options_problems_come_first(reader_client):
@@ -139,18 +142,24 @@ def test_every_problem_is_listed_and_options_problems_come_first(reader_client):
             {"observation": observation, "options": vector["options"]},
             {"observation": observation, "options": {}},
             {"options": vector["options"]},
+            {"observation": vector["observation"], "options": {}},
         ],
     )
 
     assert response.status_code == 400
     body = response.json()
     assert body["results"][0] == vector["scorecard"]
+    assert body["results"][4] == {"error": NO_BUNDLE_ID}
     assert body["errors"] == [
         {"index": 1, "problems": expected},
-        {"index": 2, "problems": ["scoring options need a non-empty bundleId", *expected]},
+        {"index": 2, "problems": [NO_BUNDLE_ID, *expected]},
         {"index": 3, "problems": ["item 3 must be an object with observation and options"]},
+        {"index": 4, "problems": [NO_BUNDLE_ID]},
     ]
-    assert body["results"][2] == {"error": "scoring options need a non-empty bundleId"}
+    # The observation is checked first, as the reference does: its message is the error.
+    repeated = f"{observation['caseId']} presentation checks must be non-empty and unique"
+    assert body["results"][1] == body["results"][2] == {"error": repeated}
+    assert body["notes"] == []
     assert body["results"][3] == {"error": "item 3 must be an object with observation and options"}
 
 
@@ -176,6 +185,44 @@ def test_secret_shaped_data_never_comes_back(reader_client):
     body = response.json()
     assert body["results"][0] == {"error": f"{observation['caseId']} failure metadata contains secret-shaped data"}
     assert [error["index"] for error in body["errors"]] == [0, 1]
-    # The unknown-dimension message echoes the key: it is redacted, not dropped.
-    assert "[REDACTED]" in body["results"][1]["error"]
-    assert "[REDACTED]" in body["errors"][1]["problems"][0]
+
+
+def test_an_ignored_option_named_like_a_secret_is_noted_redacted(reader_client):
+    vector = valid_vector()
+    options = {**vector["options"], "weights": {SYNTHETIC_KEY: 1}, SYNTHETIC_KEY: True}
+
+    response = post(reader_client, [{"observation": vector["observation"], "options": options}], notes="true")
+
+    assert response.status_code == 200
+    assert SYNTHETIC_KEY not in response.content.decode()
+    body = response.json()
+    assert body["results"] == [vector["scorecard"]]
+    # The unknown key and dimension are echoed in the notes: redacted, not dropped.
+    [item] = body["notes"]
+    assert item["index"] == 0 and len(item["notes"]) == 2
+    assert all("[REDACTED]" in note for note in item["notes"])
+
+
+def test_notes_come_beside_the_scorecards_only_when_asked_for(reader_client):
+    vector = valid_vector()
+    options = {**vector["options"], "weights": {"hard_invariants": 3}}
+    item = [{"observation": vector["observation"], "options": options}]
+
+    assert post(reader_client, item).json() == [vector["scorecard"]]
+    assert post(reader_client, item, notes="false").json() == [vector["scorecard"]]
+    assert post(reader_client, item, notes="true").json() == {
+        "results": [vector["scorecard"]],
+        "notes": [{"index": 0, "notes": ["weights.hard_invariants ignored: a gate dimension always weighs 0"]}],
+    }
+    refused = post(reader_client, item, notes="maybe")
+    assert refused.status_code == 400
+    assert refused.json() == {"detail": "The notes parameter must be true or false, not 'maybe'."}
+
+
+def test_a_secret_shaped_candidate_id_is_never_echoed(reader_client):
+    pasted = "sk-" + "proj-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
+    vector = copy.deepcopy(valid_vector())
+    vector["observation"]["candidateId"] = pasted
+    response = post(reader_client, [{"observation": vector["observation"], "options": vector["options"]}])
+    assert pasted not in response.content.decode()
+    assert response.status_code in (200, 400)

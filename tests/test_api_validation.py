@@ -2,7 +2,7 @@
 
 The API builds the model instance and runs ``full_clean()``, so these are the same rules (and the
 same words) as the admin and the manifest import. Nothing here may produce a 500 or echo a
-secret-shaped value (known-failure-modes B7, B8, B9, B12). Synthetic secrets are assembled by
+secret-shaped value (docs/failure-modes.md B7, B8, B9, docs/failure-modes.md B12). Synthetic secrets are assembled by
 concatenation so this file carries no key-shaped literal.
 """
 
@@ -74,7 +74,7 @@ def assert_refused(response, errors: dict[str, Any]) -> None:
     assert response.json() == errors
 
 
-# --- uniqueness: database constraints, readable messages, never a 500 (B7) ----------------------
+# --- uniqueness: database constraints, readable messages, never a 500 (docs/failure-modes.md B7) ----------------------
 
 
 def test_a_duplicate_slot_id_is_refused(reference_catalog, staff_client):
@@ -162,9 +162,7 @@ def test_an_integrity_error_no_rule_explains_is_a_409(reference_catalog, staff_c
     response = send(staff_client, "post", "/api/slots/", {"id": "codex-strong", "position": 40})
 
     assert response.status_code == 409
-    assert response.json() == {
-        "detail": "This change conflicts with another change saved at the same moment; reload and try again."
-    }
+    assert response.json() == {"detail": "This change conflicts with another change saved at the same moment; reload and try again."}
 
 
 @pytest.mark.parametrize("given", ["Codex-Luna", " codex-luna", "codex luna", ""])
@@ -179,8 +177,7 @@ def test_ids_are_not_normalised_a_differently_spelled_id_is_refused(reference_ca
 # --- candidates ---------------------------------------------------------------------------------
 
 PAIR_MESSAGE = (
-    "Adapter and provider do not belong together: codex_app_server runs codex, opencode_server runs opencode, "
-    "acpx_runtime runs acpx."
+    "Adapter and provider do not belong together: codex_app_server runs codex, opencode_server runs opencode, acpx_runtime runs acpx."
 )
 
 
@@ -246,7 +243,9 @@ def test_required_environment_must_be_a_list_of_unique_names(reference_catalog, 
 def test_required_environment_null_is_refused(reference_catalog, staff_client):
     body = candidate_body(qualification={"requiredEnvironment": None})
 
-    assert_refused(send(staff_client, "post", "/api/candidates/", body), {"qualification": {"requiredEnvironment": ["This field may not be null."]}})
+    assert_refused(
+        send(staff_client, "post", "/api/candidates/", body), {"qualification": {"requiredEnvironment": ["This field may not be null."]}}
+    )
 
 
 def test_a_key_value_where_a_name_belongs_is_refused_and_not_echoed(reference_catalog, staff_client):
@@ -266,7 +265,7 @@ def test_an_empty_required_environment_is_accepted(reference_catalog, staff_clie
     assert send(staff_client, "post", "/api/candidates/", body).status_code == 201
 
 
-# --- budgets (B9) -------------------------------------------------------------------------------
+# --- budgets (docs/failure-modes.md B9) -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -315,7 +314,7 @@ def test_a_cost_with_more_than_six_decimals_is_refused(staff_client, db):
     ],
 )
 def test_non_finite_json_numbers_are_a_400(staff_client, db, raw, message):
-    body = '{"name": "tiny", "maxLatencyMs": 1, "maxAttempts": 1, "maxCostUsd": %s, "maxTotalTokens": 1}' % raw
+    body = '{"name": "tiny", "maxLatencyMs": 1, "maxAttempts": 1, "maxCostUsd": ' + raw + ', "maxTotalTokens": 1}'
 
     assert_refused(send(staff_client, "post", "/api/budgets/", body), {"detail": message})
     assert not Budget.objects.filter(name="tiny").exists()
@@ -390,7 +389,7 @@ def test_an_unknown_fault_and_a_blank_invariant_are_refused(reference_catalog, s
     )
 
 
-# --- secrets: refused in every text and JSON field, never echoed (B8, B12) -----------------------
+# --- secrets: refused in every text and JSON field, never echoed (docs/failure-modes.md B8, docs/failure-modes.md B12) -----------------------
 
 
 def secret_cases() -> list[tuple[str, dict[str, Any], list[str], str]]:
@@ -423,9 +422,7 @@ def secret_cases() -> list[tuple[str, dict[str, Any], list[str], str]]:
 
 
 @pytest.mark.parametrize(("url", "body", "path", "label"), secret_cases())
-def test_secret_shaped_values_are_refused_naming_the_field_without_echoing_it(
-    reference_catalog, staff_client, url, body, path, label
-):
+def test_secret_shaped_values_are_refused_naming_the_field_without_echoing_it(reference_catalog, staff_client, url, body, path, label):
     response = send(staff_client, "post", url, body)
 
     assert response.status_code == 400

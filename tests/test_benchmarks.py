@@ -17,9 +17,7 @@ SEED = "runner-live-seven-week-v1"
 
 def test_benchmark_build_one_night(benchmark) -> None:
     slots, cases = reference_manifest_slots(), reference_cases()
-    schedule = benchmark(
-        build_schedule, seed=SEED, rotation_day=3, generated_at="2026-09-06T06:17:00.000Z", slots=slots, cases=cases
-    )
+    schedule = benchmark(build_schedule, seed=SEED, rotation_day=3, generated_at="2026-09-06T06:17:00.000Z", slots=slots, cases=cases)
     assert schedule["expectedExecutions"] == 40
 
 
@@ -31,8 +29,11 @@ def test_benchmark_week_coverage(benchmark) -> None:
 
 def test_benchmark_select_from_night(benchmark) -> None:
     schedule = build_schedule(
-        seed=SEED, rotation_day=0, generated_at="2026-08-24T00:00:00.000Z",
-        slots=reference_manifest_slots(), cases=reference_cases(),
+        seed=SEED,
+        rotation_day=0,
+        generated_at="2026-08-24T00:00:00.000Z",
+        slots=reference_manifest_slots(),
+        cases=reference_cases(),
     )
     selected = benchmark(select_schedule, schedule, candidate_ids=["codex-luna"], limit=5)
     assert selected["expectedExecutions"] == 5
@@ -58,7 +59,10 @@ def _protocol_frames(count: int) -> list[bytes]:
 
     frames = []
     for index in range(count):
-        delta = {"method": "item/agentMessage/delta", "params": {"threadId": "t-1", "turnId": "u-1", "itemId": f"m-{index}", "delta": "word " * 40}}
+        delta = {
+            "method": "item/agentMessage/delta",
+            "params": {"threadId": "t-1", "turnId": "u-1", "itemId": f"m-{index}", "delta": "word " * 40},
+        }
         frames.append(json.dumps(delta).encode())
     return frames
 
@@ -66,8 +70,8 @@ def _protocol_frames(count: int) -> list[bytes]:
 def test_benchmark_trace_recording_one_thousand_frames(benchmark) -> None:
     """Recording cost per live execution: 1 000 ~250-byte protocol frames, each scrubbed (secret
     shapes + one exact key value) and written into the compressed trace, then summarised."""
-    from candidates.secrets import redact
-    from runs.harness.trace import TraceRecorder
+    from evalhub.secrets import redact
+    from runs.executors.live.trace import TraceRecorder
 
     frames = _protocol_frames(1000)
     key = "fake-key-for-local-test-0123456789abcdef"
@@ -81,3 +85,27 @@ def test_benchmark_trace_recording_one_thousand_frames(benchmark) -> None:
 
     summary = benchmark(record)
     assert summary["frameCount"] == 1000 and summary["digestVerified"] is True
+
+
+@pytest.mark.runtime
+def test_benchmark_one_opencode_execution(benchmark, tmp_path) -> None:
+    """One whole execution of final-response through the real opencode serve against the scripted
+    model, in a loopback-only namespace: the command line's wall time; its phases (start-up, first
+    prompt, the whole case, in ms) go to the benchmark's extra info. Only under ``make bench``: an
+    execution takes 20-40 s, and the end-to-end tests run this case anyway."""
+    from tests.harness.live_support import OPENCODE, run_cli
+
+    if benchmark.disabled:
+        pytest.skip("measured by `make bench` only (tests/harness/test_live_opencode_e2e.py runs this case)")
+    if not OPENCODE.exists():
+        pytest.skip("opencode is not installed (make install)")
+    rounds = iter(range(100))
+    phases: list[dict] = []
+
+    def execution() -> str:
+        run = run_cli("final-response", tmp_path / f"round-{next(rounds)}", candidate="opencode-kimi", timeout_s=300)
+        phases.append({**run.result["timings"], "elapsedMs": int(run.elapsed_s * 1000)})
+        return run.observation["classification"]
+
+    assert benchmark.pedantic(execution, rounds=5, iterations=1) == "completed"
+    benchmark.extra_info["phases"] = phases

@@ -11,9 +11,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from candidates.secrets import contains_secret
 from evalhub import reference_data
-from runs.harness.operations import OPERATIONS
+from evalhub.secrets import contains_secret
+from runs.executors.live.operations import OPERATIONS
 from schedules.models import WorkflowCase
 from schedules.services import load_cases
 from tests.builders import make_case
@@ -66,7 +66,6 @@ def test_the_verification_prompt_spells_out_the_not_run_caveat() -> None:
 
 
 # --- loading and versioning ------------------------------------------------------------------------
-
 
 
 @pytest.mark.django_db

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -12,9 +13,7 @@ from django.core.management.base import SystemCheckError
 from evalhub.checks import check_evalhub_settings
 from tests.test_sqlite_concurrency import PYTHON, REPO, child_environment
 
-COST_MESSAGE = (
-    "EVALHUB_MAX_CAMPAIGN_COST_USD must be a positive decimal number of US dollars such as 12 or 0.25, not {!r}"
-)
+COST_MESSAGE = "EVALHUB_MAX_CAMPAIGN_COST_USD must be a positive decimal number of US dollars such as 12 or 0.25, not {!r}"
 
 
 def ids(errors: list[Any]) -> list[str]:
@@ -136,6 +135,9 @@ def _live(settings: Any, **evalhub: Any) -> list[Any]:
         ("not json", "EVALHUB_MODEL_PROVIDERS is not valid JSON"),
         ('["x"]', "must be a JSON object"),
         ('{"x": {"base_url": "ftp://a"}}', "base_url must be an http(s) URL"),
+        ('{"x": {"base_url": "http://[::1"}}', "base_url must be an http(s) URL"),  # urlsplit raises
+        ('{"x": {"base_url": "http://a:99999/v1"}}', "base_url must be an http(s) URL"),
+        ('{"x": {"base_url": "http:///v1"}}', "base_url must be an http(s) URL"),
         ('{"x": {"base_url": "http://a/v1", "env_key": "sk-abcdefghijklmnop1234"}}', "must be the NAME"),
         ('{"x": {"base_url": "http://a/v1", "scripted": true}}', "unknown keys scripted"),
     ],
@@ -153,5 +155,128 @@ def test_a_codex_profile_on_chat_completions_is_e007(settings: Any) -> None:
 
 def test_a_missing_codex_binary_is_a_warning_naming_the_fix(settings: Any, tmp_path: Any) -> None:
     problems = _live(settings, RUNTIME_BINARIES={"codex": str(tmp_path / "codex")})
-    (warning,) = [p for p in problems if p.id == "evalhub.W001"]
+    (warning,) = [p for p in problems if p.id == "evalhub.W001" and "codex" in p.msg]
     assert warning.level < 40 and "fix EVALHUB_CODEX_BIN" in warning.msg  # a Warning, not an Error
+
+
+def test_a_missing_opencode_binary_is_a_warning_naming_the_fix(settings: Any, tmp_path: Any) -> None:
+    problems = _live(settings, RUNTIME_BINARIES={"opencode": str(tmp_path / "opencode")})
+    (warning,) = [p for p in problems if p.id == "evalhub.W001" and "opencode" in p.msg]
+    assert warning.level < 40 and "opencode live executions cannot run" in warning.msg
+    assert "fix EVALHUB_OPENCODE_BIN" in warning.msg
+
+
+def test_opencode_at_another_version_is_a_warning(settings: Any, tmp_path: Any) -> None:
+    fake = tmp_path / "opencode"
+    fake.write_text("#!/bin/sh\necho 1.0.0\n")
+    fake.chmod(0o755)
+    problems = _live(settings, RUNTIME_BINARIES={"opencode": str(fake)})
+    (warning,) = [p for p in problems if p.id == "evalhub.W001" and "opencode" in p.msg]
+    assert "reports '1.0.0', evalhub needs opencode 1.18.33" in warning.msg
+
+
+def test_the_installed_package_manifest_gives_the_version_of_make_install_s_runtime(monkeypatch: Any) -> None:
+    from runs.executors.live.runtimes import RUNTIMES, Runtime
+
+    runtime = RUNTIMES["opencode"]
+    if runtime.resolve() is None:
+        pytest.skip("opencode is not installed (make install)")
+    assert runtime.status(str(runtime.default_path)) == (True, f"opencode 1.18.33 at {runtime.default_path}")
+    monkeypatch.setattr(Runtime, "installed_version", lambda self: "1.17.0")
+    ok, message = runtime.status()
+    assert not ok and "is opencode-ai 1.17.0, evalhub needs opencode 1.18.33; run `make install`" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("12.1234567", "EVALHUB_MAX_CAMPAIGN_COST_USD has at most 6 decimal places (a millionth of a dollar), not '12.1234567'"),
+        ("0.0000001", "EVALHUB_MAX_CAMPAIGN_COST_USD has at most 6 decimal places (a millionth of a dollar), not '0.0000001'"),
+        ("1000000", "EVALHUB_MAX_CAMPAIGN_COST_USD must be at most 999999.999999 US dollars, not '1000000'"),
+    ],
+)
+def test_a_cost_ceiling_the_run_column_cannot_hold_fails_the_check(settings: Any, value: str, message: str) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "MAX_CAMPAIGN_COST_USD": value}
+    (error,) = check_evalhub_settings()
+    assert (error.id, error.msg) == ("evalhub.E001", message)
+
+
+@pytest.mark.parametrize("value", ["999999.999999", "0.000001", "12.123456", "12.5000000000"])
+def test_every_cost_ceiling_the_check_passes_fits_the_run_column(settings: Any, value: str) -> None:
+    from runs.models import Run
+    from schedules.building import parse_campaign_cost_limit
+
+    settings.EVALHUB = {**settings.EVALHUB, "MAX_CAMPAIGN_COST_USD": value}
+    assert check_evalhub_settings() == []
+    column = Run._meta.get_field("cost_ceiling_usd")
+    assert column.clean(parse_campaign_cost_limit(value), None) == parse_campaign_cost_limit(value)
+
+
+@pytest.mark.parametrize("key", ["codex", "opencode"])
+def test_check_warns_when_either_runtime_reports_another_version(settings: Any, tmp_path: Any, key: str) -> None:
+    from runs.executors.live.runtimes import RUNTIMES
+
+    runtime = RUNTIMES[key]
+    fake = tmp_path / runtime.executable
+    fake.write_text(f"#!/bin/sh\necho {runtime.label} 0.0.1\n")
+    fake.chmod(0o755)
+    problems = _live(settings, RUNTIME_BINARIES={key: str(fake)})
+    (warning,) = [p for p in problems if p.id == "evalhub.W001" and runtime.label in p.msg]
+    assert f"reports '{runtime.label} 0.0.1', evalhub needs {runtime.label} {runtime.version}" in warning.msg
+    fake.write_text(f"#!/bin/sh\necho {runtime.label} {runtime.version}\n")
+    assert not [p for p in _live(settings, RUNTIME_BINARIES={key: str(fake)}) if p.id == "evalhub.W001" and runtime.label in p.msg]
+
+
+@pytest.mark.parametrize("key", ["codex", "opencode"])
+def test_check_compares_the_installed_package_version_of_either_runtime(monkeypatch: Any, tmp_path: Any, key: str) -> None:
+    from runs.executors.live.runtimes import RUNTIMES, Runtime
+
+    runtime = RUNTIMES[key]
+    fake = tmp_path / runtime.executable
+    fake.write_text("#!/bin/sh\nexit 1\n")  # never run: the package manifest gives the version
+    fake.chmod(0o755)
+    monkeypatch.setattr(Runtime, "default_path", property(lambda self: fake))
+    monkeypatch.setattr(Runtime, "installed_version", lambda self: "0.0.1")
+    ok, message = runtime.status()
+    assert not ok and f"is {runtime.package} 0.0.1, evalhub needs {runtime.label} {runtime.version}" in message
+    monkeypatch.setattr(Runtime, "installed_version", lambda self: runtime.version)
+    assert runtime.status() == (True, f"{runtime.label} {runtime.version} at {fake}")
+
+
+@pytest.mark.parametrize(("runtime", "setting"), [("claude-acp", "EVALHUB_CLAUDE_ACP_BIN"), ("codex-acp", "EVALHUB_CODEX_ACP_BIN")])
+def test_a_missing_acp_agent_is_a_warning_naming_the_fix(settings: Any, tmp_path: Any, runtime: str, setting: str) -> None:
+    from runs.executors.live.runtimes import RUNTIMES
+
+    label = RUNTIMES[runtime].label
+    problems = _live(settings, RUNTIME_BINARIES={runtime: str(tmp_path / runtime)})
+    (warning,) = [p for p in problems if p.id == "evalhub.W001" and p.msg.startswith(label)]
+    assert warning.level < 40 and f"{label} live executions cannot run" in warning.msg
+    assert f"fix {setting}" in warning.msg
+
+
+@pytest.mark.parametrize(
+    ("runtime", "package", "other"),
+    [("claude-acp", "@agentclientprotocol/claude-agent-acp", "0.99.0"), ("codex-acp", "@agentclientprotocol/codex-acp", "2.7.1")],
+)
+def test_an_acp_agent_at_another_version_is_a_warning_read_from_its_package(
+    settings: Any, tmp_path: Any, runtime: str, package: str, other: str
+) -> None:
+    # An npm install elsewhere: the .bin entry links into the package, whose manifest says the
+    # version (the agents have no --version: they would wait for an ACP client on stdin).
+    folder = tmp_path / "node_modules" / package
+    (folder / "dist").mkdir(parents=True)
+    (folder / "package.json").write_text(json.dumps({"name": package, "version": other}))
+    entry = folder / "dist" / "index.js"
+    entry.write_text("#!/bin/sh\nsleep 60\n")
+    entry.chmod(0o755)
+    link = tmp_path / "agent"
+    link.symlink_to(entry)
+    from runs.executors.live.runtimes import RUNTIMES
+
+    label = RUNTIMES[runtime].label
+    problems = _live(settings, RUNTIME_BINARIES={runtime: str(link)})
+    (warning,) = [p for p in problems if p.id == "evalhub.W001" and p.msg.startswith(label)]
+    assert f"is {package} {other}, evalhub needs {label} {RUNTIMES[runtime].version}" in warning.msg
+    (folder / "package.json").write_text(json.dumps({"name": package, "version": RUNTIMES[runtime].version}))
+    again = _live(settings, RUNTIME_BINARIES={runtime: str(link)})
+    assert [p for p in again if p.id == "evalhub.W001" and p.msg.startswith(label)] == []

@@ -7,9 +7,13 @@ exits non-zero with a message and no traceback.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import signal
 import subprocess
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,9 @@ from django.core.management.base import CommandError
 
 from candidates.models import Candidate
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
+from runs.management.commands.nightly import EXIT_ALERTS, EXIT_UNFINISHED, EXIT_UNMEASURED, exit_status
 from runs.models import Run
+from runs.services import RunSummary
 from schedules.building import build_schedule
 from schedules.models import Schedule
 from tests.builders import completed_observation
@@ -65,8 +71,14 @@ def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_schedule_json_with_day_and_timestamp_is_the_reference_schedule(reference_catalog: None, vector: dict) -> None:
     given = vector["input"]
     printed = run(
-        "schedule", "--json", "--seed", given["seed"], "--rotation-day", str(given["rotationDay"]),
-        "--generated-at", given["generatedAt"],
+        "schedule",
+        "--json",
+        "--seed",
+        given["seed"],
+        "--rotation-day",
+        str(given["rotationDay"]),
+        "--generated-at",
+        given["generatedAt"],
     )
     assert json.dumps(json.loads(printed)) == json.dumps(vector["output"])
 
@@ -154,12 +166,13 @@ BAD_FLAGS = [
     (["--limit", "-2"], r"^--limit must be a positive whole number, not '-2'$"),
     (["--limit", "1.5"], r"^--limit must be a positive whole number, not '1.5'$"),
     (["--candidate", "unknown"], r"^unknown Runner live eval candidate: unknown \(not in rotation day 1's line-up: codex-luna, "),
-    (["--candidate", "opencode-kimi"], r"^unknown Runner live eval candidate: opencode-kimi \(not in rotation day 1"),
+    (["--candidate", "opencode-kimi"], r"^candidate opencode-kimi does not play on rotation day 1: its slot plays another"),
     (["--candidate", ""], r"^--candidate needs an id, for example --candidate codex-luna$"),
     (["--candidate", " , "], r"^--candidate needs an id, for example --candidate codex-luna$"),
     (["--case", ""], r"^--case needs an id, for example --case codex-luna$"),
     (["--case", "nope"], r"^unknown Runner live eval case: nope$"),
     (["--seed", "  "], r"^--seed must not be blank$"),
+    (["--seed", "a\udcffb"], r"^--seed must be UTF-8 text \(it holds bytes that are not\)"),
 ]
 
 
@@ -170,18 +183,22 @@ def test_schedule_bad_flags_are_command_errors(reference_catalog: None, flags: l
         run("schedule", *timing, *flags)
 
 
-@pytest.mark.parametrize(("flags", "message"), BAD_FLAGS[:4] + BAD_FLAGS[6:], ids=[" ".join(f) for f, _ in BAD_FLAGS[:4] + BAD_FLAGS[6:]])
-def test_nightly_bad_flags_are_command_errors(reference_catalog: None, flags: list[str], message: str) -> None:
-    with pytest.raises(CommandError, match=message):
-        run("nightly", "--generated-at", GENERATED_AT, "--no-progress", *flags)
+@pytest.mark.parametrize(("flags", "message"), BAD_FLAGS, ids=[" ".join(f) or "blank" for f, _ in BAD_FLAGS])
+def test_nightly_bad_flags_are_command_errors_with_exit_status_1(reference_catalog: None, flags: list[str], message: str) -> None:
+    """README "Exit statuses": 1 for bad flags; 3 (refused) is the catalog's, never a flag's."""
+    timing = [] if "--generated-at" in flags else ["--generated-at", GENERATED_AT]
+    with pytest.raises(CommandError, match=message) as raised:
+        run("nightly", *timing, "--no-progress", "--execute", *flags)
+    assert raised.value.returncode == 1
     assert Run.objects.count() == 0
 
 
 def test_an_empty_catalog_is_a_clear_error() -> None:
     with pytest.raises(CommandError, match=r"^a schedule needs at least one workflow case$"):
         run("schedule")
-    with pytest.raises(CommandError, match=r"^a schedule needs at least one workflow case$"):
+    with pytest.raises(CommandError, match=r"^a schedule needs at least one workflow case$") as raised:
         run("nightly", "--execute")
+    assert raised.value.returncode == 3  # the night is refused
 
 
 # --- nightly -----------------------------------------------------------------------------------------------
@@ -212,9 +229,7 @@ def test_nightly_execute_prints_a_one_line_summary(reference_catalog: None, no_c
     ]
 
 
-def test_nightly_execute_with_credentials_counts_each_outcome(
-    reference_catalog: None, replay_executors: Any, credentials: None
-) -> None:
+def test_nightly_execute_with_credentials_counts_each_outcome(reference_catalog: None, replay_executors: Any, credentials: None) -> None:
     run("nightly", "--generated-at", GENERATED_AT)
     entries = list(Schedule.objects.get().entries.order_by("position"))
     for entry in entries[:30]:
@@ -239,9 +254,7 @@ def test_nightly_execute_twice_reports_the_second_delivery(reference_catalog: No
 
 
 def test_nightly_selection_runs_only_the_selected_entries(reference_catalog: None, no_credentials: None) -> None:
-    output = run(
-        "nightly", "--generated-at", GENERATED_AT, "--execute", "--no-progress", "--candidate", "codex-luna", "--limit", "2"
-    )
+    output = run("nightly", "--generated-at", GENERATED_AT, "--execute", "--no-progress", "--candidate", "codex-luna", "--limit", "2")
     run_row = Run.objects.get()
     assert run_row.trigger == "manual"
     assert run_row.selection == {"candidateIds": ["codex-luna"], "caseIds": [], "limit": 2}
@@ -249,13 +262,25 @@ def test_nightly_selection_runs_only_the_selected_entries(reference_catalog: Non
     assert Schedule.objects.get().expected_executions == 40  # the whole night is still saved
 
 
-def test_nightly_shows_progress_on_stderr(reference_catalog: None, no_credentials: None, capsys: Any) -> None:
-    out = io.StringIO()
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_nightly_shows_progress_on_a_terminals_stderr(reference_catalog: None, no_credentials: None, monkeypatch: Any) -> None:
+    out, terminal = io.StringIO(), Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
     call_command("nightly", "--generated-at", GENERATED_AT, "--execute", "--limit", "3", stdout=out)
-    captured = capsys.readouterr()
-    assert "executions: 100%" in captured.err
-    assert "3/3" in captured.err
+    assert "executions: 100%" in terminal.getvalue()
+    assert "3/3" in terminal.getvalue()
     assert "executions:" not in out.getvalue()
+
+
+def test_nightly_draws_no_progress_bar_when_stderr_is_not_a_terminal(reference_catalog: None, no_credentials: None, capsys: Any) -> None:
+    run("nightly", "--generated-at", GENERATED_AT, "--execute", "--limit", "3")
+    assert capsys.readouterr().err == ""
 
 
 def test_nightly_refuses_a_catalog_whose_coverage_fails(reference_catalog: None) -> None:
@@ -277,10 +302,7 @@ def test_the_schedule_preview_still_works_when_coverage_fails(reference_catalog:
 @pytest.mark.parametrize("value", ["0x10", "0", "-1", "NaN", "", "abc", "Infinity", "1e309", " "])
 def test_nightly_refuses_a_bad_cost_ceiling_naming_the_variable(reference_catalog: None, settings: Any, value: str) -> None:
     settings.EVALHUB = {**settings.EVALHUB, "MAX_CAMPAIGN_COST_USD": value}
-    message = (
-        "EVALHUB_MAX_CAMPAIGN_COST_USD must be a positive decimal number of US dollars such as 12 or 0.25, "
-        f"not {value!r}"
-    )
+    message = f"EVALHUB_MAX_CAMPAIGN_COST_USD must be a positive decimal number of US dollars such as 12 or 0.25, not {value!r}"
     with pytest.raises(CommandError) as caught:
         run("nightly", "--generated-at", GENERATED_AT, "--execute", "--no-progress")
     assert str(caught.value) == message
@@ -343,6 +365,84 @@ def test_a_bad_cost_ceiling_variable_exits_non_zero(catalog_file: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+PASTED_KEY = "sk-" + "proj-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"EVALHUB_Q_TIMEOUT": "abc"}, "EVALHUB_Q_TIMEOUT must be a whole number, not 'abc'"),
+        ({"EVALHUB_Q_TIMEOUT": PASTED_KEY}, "EVALHUB_Q_TIMEOUT must be a whole number, not a value that looks like a secret (not shown)"),
+        ({"EVALHUB_BASELINE_READY": PASTED_KEY}, "EVALHUB_BASELINE_READY must be true or false, not a value that looks like a secret"),
+        (
+            {"EVALHUB_LEASE_SECONDS": "5", "EVALHUB_HEARTBEAT_SECONDS": "30"},
+            "EVALHUB_HEARTBEAT_SECONDS (30) must be at most half of EVALHUB_LEASE_SECONDS (5): a lease would expire between two heartbeats",
+        ),
+        ({"REDIS_URL": "garbage"}, "REDIS_URL must be a Redis URL such as redis://127.0.0.1:6379/0"),
+        ({"EVALHUB_RUNNER_BUILD": PASTED_KEY}, "EVALHUB_RUNNER_BUILD looks like a secret; it is stored in every report"),
+        ({"EVALHUB_SCHEDULE_SEED": "a\udcffb"}, "EVALHUB_SCHEDULE_SEED must be UTF-8 text; it holds bytes that are not"),
+    ],
+    ids=[
+        "not-a-number",
+        "a-pasted-key",
+        "a-pasted-key-bool",
+        "heartbeat-over-half-the-lease",
+        "redis-url",
+        "runner-build-secret",
+        "seed-bytes",
+    ],
+)
+def test_a_bad_environment_variable_is_one_line_naming_it_never_its_secret(
+    catalog_file: Path, variables: dict[str, str], message: str
+) -> None:
+    done = manage(catalog_file, "nightly", **variables)
+    assert done.returncode == 1
+    assert done.stderr == f"evalhub is not configured correctly: {message}" + done.stderr.split(message, 1)[1]
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "ABCDEFGHIJKLMNOP" not in done.stderr
+
+
+def test_a_malformed_provider_url_stops_the_nightly_with_its_check_not_a_traceback(catalog_file: Path) -> None:
+    providers = '{"openai": {"base_url": "http://[::1", "wire_api": "responses", "env_key": "OPENAI_API_KEY"}}'
+    done = manage(
+        catalog_file,
+        "nightly",
+        "--execute",
+        "--candidate",
+        "codex-luna",
+        "--limit",
+        "1",
+        EVALHUB_MODEL_PROVIDERS=providers,
+        OPENAI_API_KEY="x-key-1",
+    )
+    # The system checks refuse the command before anything runs (evalhub.E006), naming what to fix.
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "evalhub.E006" in done.stderr and "base_url must be an http(s) URL" in done.stderr
+    assert done.stdout == ""
+
+
+def test_queueing_with_redis_down_is_one_clear_error(catalog_file: Path) -> None:
+    done = manage(
+        catalog_file, "nightly", "--execute", "--queue", "--candidate", "codex-luna", "--limit", "1", REDIS_URL="redis://127.0.0.1:1/9"
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "the task broker (REDIS_URL) cannot be reached (ConnectionError" in done.stderr
+    assert "a worker's reaper queues them again" in done.stderr
+
+
+def test_a_locked_database_is_one_line_not_a_traceback(reference_catalog: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.db import OperationalError
+
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr("schedules.services.save_schedule", locked)
+    with pytest.raises(
+        CommandError, match=r"^the database \((sqlite|postgresql) .*\) did not answer: database is locked\. If another process holds it"
+    ):
+        run("nightly", "--generated-at", GENERATED_AT)
+
+
 def test_the_real_schedule_command_prints_the_reference_json(catalog_file: Path) -> None:
     done = manage(catalog_file, "schedule", "--json", "--rotation-day", "0", "--generated-at", GENERATED_AT, check=True)
     assert json.dumps(json.loads(done.stdout)) == json.dumps(golden_vectors()["schedules"][0]["output"])
@@ -355,7 +455,7 @@ def test_demo_admin_creates_a_staff_superuser_and_prints_how_to_sign_in() -> Non
     output = run("demo_admin")
     prefix = "demo admin created: sign in as admin with password "
     assert output.startswith(prefix)
-    password = output.strip()[len(prefix):]
+    password = output.strip()[len(prefix) :]
     assert len(password) >= 12
     user = get_user_model().objects.get(username="admin")
     assert (user.is_staff, user.is_superuser, user.is_active) == (True, True, True)
@@ -391,12 +491,8 @@ def test_demo_admin_promotes_an_existing_plain_user_and_keeps_their_password() -
     assert user.check_password("pw-demo-123")
 
 
-def test_nightly_hint_names_only_the_variables_of_the_candidates_it_ran(
-    reference_catalog: None, no_credentials: None
-) -> None:
-    output = run(
-        "nightly", "--generated-at", GENERATED_AT, "--execute", "--no-progress", "--candidate", "codex-luna", "--limit", "2"
-    )
+def test_nightly_hint_names_only_the_variables_of_the_candidates_it_ran(reference_catalog: None, no_credentials: None) -> None:
+    output = run("nightly", "--generated-at", GENERATED_AT, "--execute", "--no-progress", "--candidate", "codex-luna", "--limit", "2")
     hint = [line for line in output.splitlines() if line.startswith("skipped executions need")]
     assert hint == [
         "skipped executions need provider credentials: set OPENAI_API_KEY in the environment "
@@ -408,3 +504,209 @@ def test_nightly_without_execute_reports_the_size_of_a_selection(reference_catal
     output = run("nightly", "--generated-at", GENERATED_AT, "--candidate", "codex-luna", "--limit", "2")
     assert "selection: 2 of 40 executions" in output
     assert output.rstrip().endswith("not executed (add --execute to run it)")
+
+
+@pytest.mark.parametrize("command", [["schedule"], ["nightly", "--execute"], ["load_reference"], ["export_manifest"]])
+def test_a_command_on_a_database_that_was_never_migrated_says_to_migrate(command: list[str], tmp_path: Path) -> None:
+    """A new user who skips ``migrate`` gets one line saying what to run, not a traceback."""
+    done = subprocess.run(
+        [str(PYTHON), "manage.py", *command],
+        cwd=REPO,
+        env=child_environment(tmp_path / "empty.sqlite3"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "the database is not migrated" in done.stderr
+    assert "run `python manage.py migrate` first" in done.stderr
+
+
+def test_sigterm_to_a_running_nightly_stops_its_runtimes_and_records_the_run(catalog_file: Path, tmp_path: Path) -> None:
+    """``kill <pid>`` of ``nightly --execute`` mid-execution: the runtime the executor started
+    (a child in its own session, as live runtimes are) is stopped, the run says why it ended,
+    and the command exits 130 with one line, no traceback."""
+    calls, pids = tmp_path / "calls.log", tmp_path / "children.txt"
+    calls.touch()
+    process = subprocess.Popen(
+        [str(PYTHON), "manage.py", "nightly", "--execute", "--no-progress", "--limit", "2"],
+        cwd=REPO,
+        env=child_environment(
+            catalog_file,
+            DJANGO_SETTINGS_MODULE="tests.cluster_settings",
+            EVALHUB_SQLITE_PATH=str(catalog_file),
+            EVALHUB_TEST_CALLS=str(calls),
+            EVALHUB_TEST_CHILD_PIDS=str(pids),
+            EVALHUB_TEST_DELAY_S="60",
+            OPENAI_API_KEY="x-cli-1",
+            OPENROUTER_API_KEY="x-cli-2",
+            ANTHROPIC_API_KEY="x-cli-3",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not calls.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert calls.read_text(), "the executor was never called"
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+        assert process.returncode == 130, stderr
+        assert "Traceback" not in stderr
+        assert "CommandError: interrupted (SIGTERM)" in stderr
+        (child,) = [int(line) for line in pids.read_text().split()]
+        assert not Path(f"/proc/{child}").exists(), "the runtime's process outlived the command"
+    finally:  # never leave the command or its child behind, whatever failed
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in pids.read_text().split() if pids.exists() else ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    shown = manage(catalog_file, "shell", "-c", "from runs.models import Run; r = Run.objects.latest('pk'); print(r.status, r.error)")
+    assert shown.stdout.splitlines()[-1] == "failed Terminated: SIGTERM"
+
+
+# --- nightly for CI: --json and exit statuses --------------------------------------------------------------
+
+
+def candidate_failure(entry: Any) -> dict[str, Any]:
+    """A ``candidate_failure`` observation for ``entry``: scoreable, and it does not pass."""
+    observation = completed_observation(entry.to_document(), cost_usd=0.05)
+    observation["classification"] = "candidate_failure"
+    observation["failure"] = {"code": "wrong_answer", "category": "candidate", "retryable": False, "message": "wrong answer"}
+    observation["lifecycle"]["checks"] = [{"id": "finished", "passed": False}]
+    return observation
+
+
+def night_with(outcomes: dict[int, str]) -> None:
+    """Save tonight's schedule and store a replay for each entry: ``completed`` unless
+    ``outcomes`` maps its position to ``candidate`` (a candidate failure) or ``missing`` (no
+    replay: an infrastructure failure)."""
+    run("nightly", "--generated-at", GENERATED_AT)
+    for entry in Schedule.objects.get().entries.order_by("position"):
+        kind = outcomes.get(entry.position, "completed")
+        if kind == "completed":
+            REPLAY_STORE[entry.execution_id] = completed_observation(entry.to_document(), cost_usd=0.05)
+        elif kind == "candidate":
+            REPLAY_STORE[entry.execution_id] = candidate_failure(entry)
+
+
+def nightly_status(*args: str) -> tuple[int, str]:
+    """``nightly --execute`` with ``args``: its exit status (0, or the CommandError's) and stdout."""
+    out = io.StringIO()
+    try:
+        call_command("nightly", "--generated-at", GENERATED_AT, "--execute", "--no-progress", *args, stdout=out, stderr=io.StringIO())
+    except CommandError as exc:
+        return exc.returncode, out.getvalue()
+    return 0, out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "fail_on", "status"),
+    [
+        ({}, "any", 0),
+        ({3: "candidate", 5: "missing"}, "", 0),  # without --fail-on, a finished run exits 0
+        ({3: "candidate"}, "candidate", 5),
+        ({3: "candidate"}, "infrastructure", 0),
+        ({5: "missing"}, "infrastructure", 4),
+        ({5: "missing"}, "candidate", 0),
+        ({3: "candidate", 5: "missing"}, "any", 4),  # infrastructure is checked first
+        ({3: "candidate", 5: "missing"}, "candidate,alerts", 5),
+        ({}, "unmeasured", 0),  # scoreable executions: measured
+    ],
+)
+def test_nightly_exit_status_follows_fail_on(
+    reference_catalog: None, replay_executors: Any, credentials: None, outcomes: dict[int, str], fail_on: str, status: int
+) -> None:
+    night_with(outcomes)
+    got, _ = nightly_status(*(["--fail-on", fail_on] if fail_on else []))
+    assert got == status
+
+
+def test_a_nightly_another_process_is_executing_exits_9_not_as_a_failure(
+    reference_catalog: None, replay_executors: Any, credentials: None
+) -> None:
+    night_with({})
+    schedule = Schedule.objects.get()
+    run_row = Run.objects.create(schedule=schedule, trigger="nightly", status="running", cost_ceiling_usd=Decimal("12"))
+    status, out = nightly_status("--json")
+    document = json.loads(out)
+    assert status == 9 and document["exitStatus"] == 9 and document["executed"] is False
+    assert document["run"]["id"] == run_row.pk and document["run"]["status"] == "running"
+
+
+def test_nightly_fails_on_alerts_only_when_asked() -> None:
+    summary = RunSummary(run_id=1, executions=1, scoreable=1, passed=1, alerts=2, status="finished")
+    assert exit_status(summary, {"alerts"}) == EXIT_ALERTS
+    assert exit_status(summary, {"candidate", "infrastructure"}) == 0
+    assert exit_status(RunSummary(run_id=1, executions=1, alerts=2, status="cancelled"), set()) == EXIT_UNFINISHED
+
+
+def test_nightly_fails_on_a_night_that_measured_nothing_only_when_asked() -> None:
+    skipped = RunSummary(run_id=1, executions=40, scoreable=0, passed=0, status="finished", by_classification={"skipped": 40})
+    assert exit_status(skipped, {"unmeasured"}) == EXIT_UNMEASURED
+    assert exit_status(skipped, {"candidate", "infrastructure", "alerts"}) == 0
+
+
+def test_nightly_json_is_one_document_with_the_counts_and_the_status(
+    reference_catalog: None, replay_executors: Any, credentials: None
+) -> None:
+    night_with({3: "candidate", 5: "missing"})
+    status, out = nightly_status("--json", "--fail-on", "candidate")
+    document = json.loads(out)
+    run_row = Run.objects.get()
+    assert status == 5 and document["exitStatus"] == 5
+    assert document["executed"] is True and document["queued"] is False
+    assert document["schedule"]["expectedExecutions"] == 40 and document["schedule"]["created"] is False
+    assert document["run"] == {
+        "id": run_row.pk,
+        "status": "finished",
+        "executions": 40,
+        "byClassification": {"candidate_failure": 1, "completed": 38, "infrastructure_failure": 1},
+        "byFailureCode": {"replay_missing": 1, "wrong_answer": 1},
+        "spentUsd": 1.95,
+        "costCeilingUsd": 12,
+        "hasUnpriced": False,
+        "stoppedAtCeiling": False,
+        "scoreable": 39,
+        "passed": 38,
+        "alerts": 0,
+    }
+
+
+def test_nightly_refused_by_coverage_exits_3_and_says_why_in_json(reference_catalog: None) -> None:
+    Candidate.objects.update(tier="strong")
+    status, out = nightly_status("--json")
+    assert status == 3
+    document = json.loads(out)
+    assert document["exitStatus"] == 3
+    assert document["refused"].startswith("live schedule coverage failed: strongAndInexpensiveNightly is false.")
+
+
+def test_nightly_rejects_an_unknown_fail_on_value(reference_catalog: None) -> None:
+    with pytest.raises(
+        CommandError, match=r"--fail-on takes infrastructure, candidate, alerts, unmeasured or any \(a comma list\), not 'flaky'"
+    ):
+        run("nightly", "--fail-on", "flaky")
+    with pytest.raises(CommandError, match=r"not 'any,zzz'"):
+        run("nightly", "--fail-on", "any,zzz")
+
+
+def test_nightly_exit_statuses_reach_the_shell(catalog_file: Path) -> None:
+    """The real process: no credentials, every execution skipped — a finished run that measured
+    nothing: 8 under --fail-on any (a 0/0 night is not green), 0 when unmeasured is not asked
+    for; a refused flag value is 1."""
+    no_keys = dict.fromkeys(CREDENTIALS, "")
+    done = manage(catalog_file, "nightly", "--execute", "--fail-on", "any", "--json", "--generated-at", GENERATED_AT, **no_keys)
+    assert done.returncode == 8, done.stderr
+    assert json.loads(done.stdout)["run"]["byClassification"] == {"skipped": 40}
+    assert json.loads(done.stdout)["exitStatus"] == 8 and "no execution was scoreable" in done.stderr
+    again = manage(
+        catalog_file, "nightly", "--execute", "--fail-on", "infrastructure,candidate,alerts", "--generated-at", GENERATED_AT, **no_keys
+    )
+    assert again.returncode == 0, again.stderr
+    assert manage(catalog_file, "nightly", "--fail-on", "nope").returncode == 1

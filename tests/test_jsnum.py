@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from runs.jsnum import js_number, js_round, js_sum, json_number, round_half_up
+from evalhub.jsnum import js_number, js_round, js_sum, json_number, round_half_up
 
 
 @pytest.mark.parametrize(
@@ -133,9 +133,7 @@ def test_js_number_refuses_what_is_not_a_number(value: object) -> None:
         (3, 3, int),
     ],
 )
-def test_json_number_makes_integral_doubles_ints(
-    value: float, expected: float, expected_type: type
-) -> None:
+def test_json_number_makes_integral_doubles_ints(value: float, expected: float, expected_type: type) -> None:
     result = json_number(value)
     assert result == expected
     assert type(result) is expected_type

@@ -20,14 +20,14 @@ from django.core.management.base import CommandError
 from candidates.models import Budget, Candidate, Slot
 from candidates.services import ManifestError, export_manifest, import_manifest
 from schedules.models import ChaosScenario, WorkflowCase
-from tests.reference import reference_dir
+from tests.reference import reference_manifest_path
 
 pytestmark = pytest.mark.django_db
 
 B8_OPENAI = "sk-" + "proj-" + "FAKE0123456789abcdefghij"
 KEY_SHAPED = "sk-" + "abcdefghijklmnop1234"
 AWS = "AKIA" + "IOSFODNN7EXAMPLE"
-REFERENCE_MANIFEST = reference_dir() / "candidate-manifest.json"
+REFERENCE_MANIFEST = reference_manifest_path()
 
 
 def reference_document() -> dict[str, Any]:
@@ -74,9 +74,7 @@ def problems_of(document: Any) -> list[str]:
 
 def test_load_reference_fills_the_catalog() -> None:
     output = run("load_reference")
-    assert output == (
-        "reference data loaded: 5 slots, 7 candidates, 3 new budgets, 12 new workflow cases, 8 new chaos scenarios\n"
-    )
+    assert output == ("reference data loaded: 5 slots, 7 candidates, 3 new budgets, 12 new workflow cases, 8 new chaos scenarios\n")
     assert catalog_counts() == {"budgets": 3, "slots": 5, "candidates": 7, "cases": 12, "scenarios": 8}
 
 
@@ -90,9 +88,7 @@ def test_load_reference_twice_changes_nothing() -> None:
         "scenarios": list(ChaosScenario.objects.values_list("pk", "key", "position")),
     }
     output = run("load_reference")
-    assert output == (
-        "reference data loaded: 5 slots, 7 candidates, 0 new budgets, 0 new workflow cases, 0 new chaos scenarios\n"
-    )
+    assert output == ("reference data loaded: 5 slots, 7 candidates, 0 new budgets, 0 new workflow cases, 0 new chaos scenarios\n")
     assert catalog_counts() == {"budgets": 3, "slots": 5, "candidates": 7, "cases": 12, "scenarios": 8}
     assert rows_before == {
         "slots": list(Slot.objects.values_list("pk", "key", "position")),
@@ -225,9 +221,7 @@ def test_a_candidate_left_out_is_removed() -> None:
 
 def test_a_generated_budget_name_taken_by_another_budget_gets_a_suffix() -> None:
     run("load_reference")
-    Budget.objects.create(
-        name="budget-120000ms-2x-2.25usd-50000tok", max_latency_ms=1, max_attempts=1, max_cost_usd=1, max_total_tokens=1
-    )
+    Budget.objects.create(name="budget-120000ms-2x-2.25usd-50000tok", max_latency_ms=1, max_attempts=1, max_cost_usd=1, max_total_tokens=1)
     import_manifest(edited_manifest())
     assert Candidate.objects.get(key="codex-luna").budget.name == "budget-120000ms-2x-2.25usd-50000tok-2"
     assert export_manifest() == edited_manifest()
@@ -258,8 +252,7 @@ def test_every_problem_is_listed_at_once() -> None:
         "slot codex-strong, candidate codex-luna, field provider: Adapter and provider do not belong together: "
         "codex_app_server runs codex, opencode_server runs opencode, acpx_runtime runs acpx.",
         "slot opencode-strong, candidate opencode-glm, field tier: Value 'medium' is not a valid choice.",
-        "slot opencode-inexpensive, candidate opencode-gpt-oss, field budget.maxCostUsd: "
-        "must be a positive number of US dollars",
+        "slot opencode-inexpensive, candidate opencode-gpt-oss, field budget.maxCostUsd: must be a positive number of US dollars",
         "slot acpx-codex, candidate acpx-codex-sol, field qualification.requiredEnvironment: Required environment "
         'must be a list of environment variable names such as ["OPENAI_API_KEY"].',
     ]
@@ -278,8 +271,7 @@ def test_duplicate_candidate_ids_across_slots_are_refused() -> None:
     document = reference_document()
     candidate(document, "acpx-codex-sol")["id"] = "codex-luna"
     assert problems_of(document) == [
-        "slot acpx-codex, candidate codex-luna, field id: already used in slot codex-strong; "
-        "candidate ids must be unique across all slots"
+        "slot acpx-codex, candidate codex-luna, field id: already used in slot codex-strong; candidate ids must be unique across all slots"
     ]
 
 
@@ -345,8 +337,7 @@ def test_duplicate_candidate_ids_inside_a_slot_are_refused() -> None:
         ),
         pytest.param(
             lambda d: d["slots"][0]["candidates"][0]["budget"].update(maxCostUsd=0.0000001),
-            "slot codex-strong, candidate codex-luna, field budget.maxCostUsd: "
-            "Ensure this value is greater than or equal to 0.000001.",
+            "slot codex-strong, candidate codex-luna, field budget.maxCostUsd: Ensure this value is greater than or equal to 0.000001.",
             id="cost below a millionth",
         ),
         pytest.param(
@@ -471,9 +462,7 @@ def test_the_command_imports_a_file_and_says_what_it_did(tmp_path: Path) -> None
 
 def test_the_command_reads_standard_input_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO(REFERENCE_MANIFEST.read_text(encoding="utf-8")))
-    assert run("import_manifest", "-") == (
-        "imported -: 5 slots, 7 candidates (0 candidates and 0 slots removed, 3 budgets created)\n"
-    )
+    assert run("import_manifest", "-") == ("imported -: 5 slots, 7 candidates (0 candidates and 0 slots removed, 3 budgets created)\n")
     assert json.dumps(export_manifest()) == json.dumps(reference_document())
 
 

@@ -1,9 +1,9 @@
 """Every catalog rule holds on the shell path (``full_clean()``) and in the database itself.
 
-DESIGN.md "One validation path": the admin, the API, manifest import and the shell all call
+docs/DESIGN.md "One validation path": the admin, the API, manifest import and the shell all call
 ``full_clean()``, so these tests drive the models directly. The second half bypasses
 ``full_clean()`` with ``objects.create()`` to show that the named constraints back the rules
-(known-failure-modes B8: validation that lives only in a form is skipped by code).
+(docs/failure-modes.md B8: validation that lives only in a form is skipped by code).
 
 Secrets are synthetic and assembled by concatenation so this file carries no key-shaped literal.
 """
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 
 #: An OpenAI-shaped key that also satisfies the lowercase id pattern, so only the secret rule fires.
 KEY_SHAPED = "sk-" + "abcdefghijklmnop1234"
-#: known-failure-modes B8 (d): a value where a name belongs.
+#: docs/failure-modes.md B8 (d): a value where a name belongs.
 B8_OPENAI = "sk-" + "proj-" + "FAKE0123456789abcdefghij"
 BEARER = "Bearer " + "abcdefghijklmnopqrstuvwxyz012345"
 AWS = "AKIA" + "IOSFODNN7EXAMPLE"
@@ -180,8 +180,7 @@ def test_budget_names_are_unique() -> None:
 # --- candidates ------------------------------------------------------------------------------------
 
 ADAPTER_PROVIDER_MESSAGE = (
-    "Adapter and provider do not belong together: codex_app_server runs codex, opencode_server runs opencode, "
-    "acpx_runtime runs acpx."
+    "Adapter and provider do not belong together: codex_app_server runs codex, opencode_server runs opencode, acpx_runtime runs acpx."
 )
 WRONG_PAIRS = [
     (adapter, provider)
@@ -234,7 +233,7 @@ def test_candidate_fields_outside_their_vocabulary_are_refused(field: str, value
     assert errors[field][0].startswith(message)
 
 
-# --- required environment: names only (known-failure-modes B8) -------------------------------------
+# --- required environment: names only (docs/failure-modes.md B8) -------------------------------------
 
 NOT_A_LIST = 'Required environment must be a list of environment variable names such as ["OPENAI_API_KEY"].'
 NOT_A_NAME = (
@@ -437,12 +436,10 @@ def test_an_unknown_fault_is_refused() -> None:
 
 
 def test_a_blank_invariant_is_refused() -> None:
-    assert "Expected invariant must not be blank." in clean_errors(new_scenario(expected_invariant="  "))[
-        "expected_invariant"
-    ]
+    assert "Expected invariant must not be blank." in clean_errors(new_scenario(expected_invariant="  "))["expected_invariant"]
 
 
-# --- secret-shaped data in every text and JSON field of every model (B8, B12) ----------------------
+# --- secret-shaped data in every text and JSON field of every model (docs/failure-modes.md B8, docs/failure-modes.md B12) ----------------------
 
 
 def new_price(**overrides: Any) -> ModelPrice:
@@ -576,7 +573,7 @@ def test_constraints_back_candidate_rules() -> None:
     _integrity_error(lambda: Candidate.objects.create(**{**fields, "key": "codex-sol", "position": 0}))
     for adapter, provider in WRONG_PAIRS:
         _integrity_error(
-            lambda: Candidate.objects.create(
+            lambda adapter=adapter, provider=provider: Candidate.objects.create(
                 **{**fields, "key": "mismatch", "position": 5, "adapter": adapter, "provider": provider}
             )
         )
@@ -584,9 +581,7 @@ def test_constraints_back_candidate_rules() -> None:
     assert Candidate.objects.count() == 1
 
 
-@pytest.mark.parametrize(
-    "field", ["max_latency_ms", "max_attempts", "max_total_tokens", "max_cost_usd"]
-)
+@pytest.mark.parametrize("field", ["max_latency_ms", "max_attempts", "max_total_tokens", "max_cost_usd"])
 def test_constraints_back_positive_budgets(field: str) -> None:
     values = {"name": "zero", "max_latency_ms": 1, "max_attempts": 1, "max_cost_usd": Decimal("1"), "max_total_tokens": 1}
     _integrity_error(lambda: Budget.objects.create(**{**values, field: 0}))
@@ -624,12 +619,17 @@ def test_constraints_make_a_second_delivery_harmless() -> None:
     key = {"seed": "s", "rotation_day": 0, "night": dt.date(2026, 8, 24)}
     schedule = Schedule.objects.create(**key, generated_at="2026-08-24T04:00:00.000Z")
     _integrity_error(lambda: Schedule.objects.create(**key, generated_at="2026-08-24T04:00:00.000Z"))
-    _integrity_error(
-        lambda: Schedule.objects.create(seed="s", rotation_day=7, night=dt.date(2026, 8, 25), generated_at="x")
-    )
+    _integrity_error(lambda: Schedule.objects.create(seed="s", rotation_day=7, night=dt.date(2026, 8, 25), generated_at="x"))
     entry = ScheduleEntry.objects.create(
-        schedule=schedule, position=0, execution_id="rwe-0", case_key="c", candidate_key="k", slot_key="s",
-        repetition=1, candidate={}, budget={},
+        schedule=schedule,
+        position=0,
+        execution_id="rwe-0",
+        case_key="c",
+        candidate_key="k",
+        slot_key="s",
+        repetition=1,
+        candidate={},
+        budget={},
     )
     run = Run.objects.create(schedule=schedule, trigger="nightly", cost_ceiling_usd=Decimal("12"))
     _integrity_error(lambda: Run.objects.create(schedule=schedule, trigger="nightly", cost_ceiling_usd=Decimal("12")))
@@ -640,23 +640,29 @@ def test_constraints_make_a_second_delivery_harmless() -> None:
     _integrity_error(lambda: Execution.objects.create(run=run, position=1, execution_id="rwe-0", **fields))
     now = timezone.now()
     Attempt.objects.create(execution=execution, number=1, outcome="observation", started_at=now, finished_at=now)
-    _integrity_error(
-        lambda: Attempt.objects.create(execution=execution, number=1, outcome="crash", started_at=now, finished_at=now)
-    )
+    _integrity_error(lambda: Attempt.objects.create(execution=execution, number=1, outcome="crash", started_at=now, finished_at=now))
 
 
 # --- added after the bad-input review ---------------------------------------------------------------
 
 
 def test_a_second_candidate_running_the_same_model_in_a_slot_is_refused_ignoring_case(db) -> None:
-    from candidates.models import Candidate
     from django.core.exceptions import ValidationError
+
+    from candidates.models import Candidate
     from tests.builders import make_candidate
 
     first = make_candidate(model="gpt-4o")
     copy = Candidate(
-        key="copy", slot=first.slot, position=1, adapter=first.adapter, provider=first.provider,
-        model="GPT-4o ", tier="strong", required_environment=[], budget=first.budget,
+        key="copy",
+        slot=first.slot,
+        position=1,
+        adapter=first.adapter,
+        provider=first.provider,
+        model="GPT-4o ",
+        tier="strong",
+        required_environment=[],
+        budget=first.budget,
     )
     with pytest.raises(ValidationError, match="already has a candidate running this model"):
         copy.full_clean()
@@ -667,6 +673,7 @@ def test_a_second_candidate_running_the_same_model_in_a_slot_is_refused_ignoring
 @pytest.mark.parametrize("position", [1_000_000, 5_000_000])
 def test_positions_at_or_above_the_reorder_offset_are_refused(db, position: int) -> None:
     from django.core.exceptions import ValidationError
+
     from candidates.models import Slot
 
     with pytest.raises(ValidationError, match="Position must be at most 999999"):
@@ -676,16 +683,22 @@ def test_positions_at_or_above_the_reorder_offset_are_refused(db, position: int)
 @pytest.mark.parametrize("value", ["a\x00b", ["ok", "a\x00"], {"k\x00": 1}])
 def test_nul_characters_are_refused_in_text_and_json_fields(db, value) -> None:
     from django.core.exceptions import ValidationError
+
     from tests.builders import make_case
 
     field = "title" if isinstance(value, str) else "tags"
-    kwargs = {field: value} if field == "title" else {"tags": value if isinstance(value, list) else ["x"], "assertions": value if isinstance(value, dict) else {}}
+    kwargs = (
+        {field: value}
+        if field == "title"
+        else {"tags": value if isinstance(value, list) else ["x"], "assertions": value if isinstance(value, dict) else {}}
+    )
     with pytest.raises(ValidationError, match="NUL character"):
         make_case(**kwargs)
 
 
 def test_json_nested_too_deeply_is_refused(db) -> None:
     from django.core.exceptions import ValidationError
+
     from tests.builders import make_case
 
     deep: list = []

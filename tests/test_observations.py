@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from runs.observations import (
+from runs.evaluation.observations import (
     OBSERVATION_SCHEMA,
     finite_json,
     missing_environment_message,
     observation_problems,
     unavailable_observation,
 )
-from tests.reference import reference_dir
+from tests.reference import scoring_vectors
 
 CASE = {"id": "final-response", "assertions": {"requiredOperationIds": ["finish_task"]}}
 CANDIDATE = {
@@ -26,7 +26,7 @@ CANDIDATE = {
 
 
 def vector(vector_id: str) -> dict[str, Any]:
-    vectors = json.loads((reference_dir() / "scoring-vectors.json").read_text(encoding="utf-8"))
+    vectors = scoring_vectors()
     return next(item for item in vectors["observations"] if item["id"] == vector_id)["observation"]
 
 
@@ -89,7 +89,7 @@ def test_the_missing_message_lists_names_in_order() -> None:
     )
 
 
-# --- finite_json (known-failure-modes B9) --------------------------------------------------------------
+# --- finite_json (docs/failure-modes.md B9) --------------------------------------------------------------
 
 
 def test_non_finite_numbers_become_null_everywhere() -> None:
@@ -143,3 +143,77 @@ def test_a_self_referencing_observation_is_refused() -> None:
     assert observation_problems(observation) == [
         "observation must hold only JSON values (objects, lists, text, numbers, true, false, null)"
     ]
+
+
+def _walked_problems(observation: dict[str, Any]) -> list[str]:
+    """``validate_observation`` without its compiled yes/no check: both schemas always walked."""
+    from runs.evaluation import observation_schema as schema
+
+    problems = list(schema._non_json_problems(observation, ""))
+    problems.extend(schema._schema_problems(schema._OBSERVATION_VALIDATOR, observation, ""))
+    if isinstance(observation.get("base"), dict):
+        problems.extend(schema._schema_problems(schema._BASE_VALIDATOR, observation["base"], "base"))
+    problems.extend(schema._rule_problems(observation))
+    return problems
+
+
+def _paths(value: Any, path: tuple = ()) -> list[tuple]:
+    found = [path]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found.extend(_paths(child, (*path, key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found.extend(_paths(child, (*path, index)))
+    return found
+
+
+def _replaced(document: Any, path: tuple, value: Any) -> Any:
+    import copy
+
+    changed = copy.deepcopy(document)
+    target = changed
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return changed
+
+
+@pytest.mark.parametrize("replacement", [None, True, 0, 1.5, -1, "", "x", [], [1], {}, {"id": ""}, "final-response"], ids=repr)
+def test_the_compiled_check_agrees_with_walking_the_schemas(replacement: Any) -> None:
+    """Every field of a valid observation replaced by a wrong value: the compiled check (asked
+    first) and the full walk of both schemas list the same problems."""
+    from runs.evaluation.observation_schema import validate_observation
+    from tests.builders import completed_observation
+
+    valid = completed_observation({"executionId": "rwe-0123456789abcdef", "caseId": "final-response", "candidateId": "codex-luna"})
+    assert validate_observation(valid) == _walked_problems(valid) == []
+    for path in _paths(valid)[1:]:
+        changed = _replaced(valid, path, replacement)
+        assert validate_observation(changed) == _walked_problems(changed), path
+
+
+def _walked_scoring_problems(observation: Any) -> list[str]:
+    """``scoring_problems`` as it was before the compiled check: both scored schemas walked."""
+    from runs.evaluation import observation_schema as schema
+
+    problems = list(schema._non_json_problems(observation, ""))
+    problems.extend(schema._schema_problems(schema._SCORED_VALIDATOR, observation, ""))
+    if isinstance(observation.get("base"), dict):
+        problems.extend(schema._schema_problems(schema._SCORED_BASE_VALIDATOR, observation["base"], "base"))
+    problems.extend(schema._rule_problems(observation))
+    return problems
+
+
+@pytest.mark.parametrize("replacement", [None, True, 0, 1.5, -1, "", "x", [], [1], {}, {"id": ""}, "final-response"], ids=repr)
+def test_the_scorers_compiled_check_agrees_with_walking_its_schemas(replacement: Any) -> None:
+    """The scorer's check (``scoring_problems``) asks the compiled scored schemas first: every
+    field of a valid observation replaced by a wrong value lists the same problems as walking them."""
+    from runs.evaluation.observation_schema import scoring_problems
+    from tests.builders import completed_observation
+
+    valid = completed_observation({"executionId": "rwe-0123456789abcdef", "caseId": "final-response", "candidateId": "codex-luna"})
+    assert scoring_problems(valid) == _walked_scoring_problems(valid) == []
+    for path in _paths(valid)[1:]:
+        changed = _replaced(valid, path, replacement)
+        assert scoring_problems(changed) == _walked_scoring_problems(changed), path

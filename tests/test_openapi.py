@@ -34,6 +34,8 @@ ENDPOINTS = {
     "/api/runs/": {"get"},
     "/api/runs/{id}/": {"get"},
     "/api/runs/{id}/refresh/": {"post"},
+    "/api/runs/{id}/cancel/": {"post"},
+    "/api/runs/{id}/rerun/": {"post"},
     "/api/executions/": {"get"},
     "/api/executions/{id}/": {"get"},
     "/api/executions/{id}/trace/": {"get"},
@@ -46,6 +48,9 @@ ENDPOINTS = {
     "/api/alerts/{id}/": {"get"},
     "/api/comparisons/": {"get"},
     "/api/score/": {"post"},
+    "/api/tonight/": {"get"},
+    "/api/leaderboard/": {"get"},
+    "/api/signal/": {"get"},
 }
 
 
@@ -92,9 +97,7 @@ def test_candidate_schema_uses_reference_names_and_budget_by_name_for_writes(sch
 
     assert {"schema", "id", "slotId", "adapter", "provider", "model", "tier", "qualification", "budget", "budgetName"} <= set(read)
     assert "budget" not in write and "schema" not in write
-    assert set(components["CandidateRequest"]["required"]) == {
-        "id", "slotId", "adapter", "provider", "model", "tier", "budgetName"
-    }
+    assert set(components["CandidateRequest"]["required"]) == {"id", "slotId", "adapter", "provider", "model", "tier", "budgetName"}
     assert components["Budget"]["properties"]["maxCostUsd"]["type"] == "number"
 
 
@@ -144,7 +147,13 @@ def test_every_endpoint_renders_in_the_browsable_api_and_answers_options(referen
     }
     # Not browsable pages: POST-only endpoints, a file download and an endpoint that needs its parameters.
     not_browsable = {
-        "/api/runs/{id}/refresh/", "/api/score/", "/api/reports/{id}/export/", "/api/executions/{id}/trace/", "/api/comparisons/"
+        "/api/runs/{id}/refresh/",
+        "/api/runs/{id}/cancel/",
+        "/api/runs/{id}/rerun/",
+        "/api/score/",
+        "/api/reports/{id}/export/",
+        "/api/executions/{id}/trace/",
+        "/api/comparisons/",
     }
     for path in ["/api/", *(path for path in ENDPOINTS if path not in not_browsable)]:
         url = path.replace("{id}", str(detail_ids.get(path))).replace("{name}", str(detail_ids.get(path)))
@@ -162,3 +171,34 @@ def test_report_export_documents_its_formats(schema):
     assert sorted(parameter["schema"]["enum"]) == ["github", "json", "junit", "markdown"]
     assert set(operation["responses"]["200"]["content"]) == {"application/json", "text/markdown", "application/xml"}
     assert "400" in operation["responses"]
+
+
+def test_score_documents_the_notes_beside_the_scorecards(schema):
+    responses = schema["paths"]["/api/score/"]["post"]["responses"]
+    components = schema["components"]["schemas"]
+    array, noted = responses["200"]["content"]["application/json"]["schema"]["oneOf"]
+    assert array["type"] == "array"
+    assert noted["required"] == ["results", "notes"]
+    assert noted["properties"]["notes"]["items"] == {"$ref": "#/components/schemas/ScoreNotes"}
+    parameters = {parameter["name"]: parameter for parameter in schema["paths"]["/api/score/"]["post"]["parameters"]}
+    assert parameters["notes"]["in"] == "query" and "bare array" in parameters["notes"]["description"]
+    assert responses["400"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ScoreBadRequest"}
+    assert {"$ref": "#/components/schemas/ScoreErrors"} in components["ScoreBadRequest"]["oneOf"]
+    notes = components["ScoreErrors"]["properties"]["notes"]
+    assert notes["type"] == "array" and notes["items"] == {"$ref": "#/components/schemas/ScoreNotes"}
+    item = components["ScoreNotes"]["properties"]
+    assert set(item) == {"index", "notes"} and "ignores" in item["notes"]["description"]
+    assert "gate" in components["ScoreOptionsRequest"]["properties"]["weights"]["description"]
+
+
+def test_the_docs_send_a_visitor_to_sign_in_and_the_api_root_points_at_them(reader_client):
+    from django.test import Client
+
+    for url in ("/api/docs/", "/api/redoc/"):
+        response = Client().get(url)
+        assert response.status_code == 302 and response["Location"] == f"/accounts/login/?next={url}"
+    root = reader_client.get("/api/", HTTP_ACCEPT="text/html").content.decode()
+    assert "The default basic root view" not in root
+    assert "Authorization: Token" in root
+    body = reader_client.get("/api/").json()
+    assert body["docs"].endswith("/api/docs/") and body["schema"].endswith("/api/schema/")

@@ -1,7 +1,7 @@
 """Executing a run: qualification, the cost ceiling, retry once, fallbacks, cost accounting, redaction.
 
 The orchestration follows the reference ``executeRunnerLiveSchedule`` and nightly script
-(upstream-spec §5.3–5.4). Executors are replaced by the replay executor at the edge
+(its execution loop and retry wrapper). Executors are replaced by the replay executor at the edge
 (``REPLAY_STORE[execution_id]``); everything else is the real code path. Secrets are synthetic
 and assembled by concatenation.
 """
@@ -16,15 +16,14 @@ from typing import Any
 
 import pytest
 
+from runs.evaluation.observations import unavailable_observation
 from runs.executors import InfrastructureError
-from runs.executors.errors import network_error, parse_retry_after, provider_http_error
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
 from runs.models import Attempt, Execution, Run, RunStatus
-from runs.observations import unavailable_observation
 from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
-from tests.reference import reference_dir
+from tests.reference import scoring_vectors
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +41,7 @@ ENVIRON = {
     "HOME": "/home/evalhub",
 }
 
-# known-failure-modes B12 (d): exact strings, built by concatenation.
+# docs/failure-modes.md B12 (d): exact strings, built by concatenation.
 B12_OPENAI = "sk-" + "proj-" + "FAKEfakeFAKE_0123456789-abcdefghijklmnop"
 B12_JWT = "eyJhbGciOiJIUzI1NiJ9" + "." + "eyJzdWIiOiJ4In0" + "." + "c2lnbmF0dXJl"
 B12_AWS = "AKIA" + "IOSFODNN7EXAMPLE"
@@ -58,8 +57,9 @@ def schedule(reference_catalog: None):
     return schedule
 
 
-def make_run(schedule, *, candidates: tuple[str, ...] = (), cases: tuple[str, ...] = (), limit: int | None = None,
-             ceiling: str = "12") -> Run:
+def make_run(
+    schedule, *, candidates: tuple[str, ...] = (), cases: tuple[str, ...] = (), limit: int | None = None, ceiling: str = "12"
+) -> Run:
     selection = Selection(candidate_ids=candidates, case_ids=cases, limit=limit)
     run, created = create_run(schedule=schedule, cost_ceiling_usd=Decimal(ceiling), selection=selection)
     assert created
@@ -84,7 +84,7 @@ def completed(execution: Execution, cost: Any = 0.3, provider: str = "codex") ->
 
 
 def scoring_vector(vector_id: str) -> dict[str, Any]:
-    vectors = json.loads((reference_dir() / "scoring-vectors.json").read_text(encoding="utf-8"))
+    vectors = scoring_vectors()
     return next(item for item in vectors["observations"] if item["id"] == vector_id)["observation"]
 
 
@@ -186,30 +186,34 @@ def test_qualification_is_checked_before_the_ceiling(schedule, replay_executors)
     assert run.stopped_at_ceiling is False
 
 
-# --- the campaign cost ceiling (known-failure-modes B5) -------------------------------------------------
+# --- the campaign cost ceiling: a reservation, never an overshoot ---------------------------------------
+# Each attempt reserves its budget's maxCostUsd (codex-luna: $1.50) before it runs; the reference
+# checked spent-so-far instead and could overshoot by one execution (docs/DESIGN.md's quirks).
 
 
-def test_the_crossing_execution_completes_and_later_ones_skip(schedule, replay_executors) -> None:
-    run = make_run(schedule, candidates=("codex-luna",), limit=4, ceiling="0.5")
+def test_an_execution_runs_only_when_its_worst_case_fits_under_the_ceiling(schedule, replay_executors) -> None:
+    run = make_run(schedule, candidates=("codex-luna",), limit=4, ceiling="2.1")
     for execution in executions(run):
         store(execution, completed(execution, cost=0.3))
     summary = execute_run(run, environ=ENVIRON)
     rows = executions(run)
-    assert [row.classification for row in rows] == ["completed", "completed", "skipped", "skipped"]
-    assert [row.failure_code for row in rows] == ["", "", "campaign_cost_ceiling_reached", "campaign_cost_ceiling_reached"]
-    assert rows[2].failure_category == "orchestration"
-    assert rows[2].failure_retryable is False
-    assert rows[2].failure_message == "campaign cost ceiling reached: spent $0.60 of $0.50"
-    assert len(REPLAY_CALLS) == 2
+    # $0 + $1.50, $0.30 + $1.50 and $0.60 + $1.50 fit under $2.10; $0.90 + $1.50 does not.
+    assert [row.classification for row in rows] == ["completed", "completed", "completed", "skipped"]
+    assert rows[3].failure_code == "campaign_cost_ceiling_reached"
+    assert rows[3].failure_category == "orchestration"
+    assert rows[3].failure_retryable is False
+    assert rows[3].failure_message == (
+        "campaign cost ceiling reached: spent $0.90 and $0.00 reserved of $2.10; an attempt may cost up to $1.50"
+    )
+    assert len(REPLAY_CALLS) == 3
     run.refresh_from_db()
-    assert run.spent_usd == Decimal("0.6")
-    assert run.stopped_at_ceiling is True
+    assert (run.spent_usd, run.reserved_usd, run.stopped_at_ceiling) == (Decimal("0.9"), Decimal("0"), True)
     assert summary.stopped_at_ceiling is True
-    assert "spent $0.60 of $0.50 (stopped at the ceiling) · 2/2 scoreable passed; 0 infrastructure, 2 skipped, 0 alert(s)" in summary.line()
+    assert "spent $0.90 of $2.10 (stopped at the ceiling) · 3/3 scoreable passed; 0 infrastructure, 1 skipped, 0 alert(s)" in summary.line()
 
 
 def test_a_run_under_the_ceiling_is_not_marked_stopped(schedule, replay_executors) -> None:
-    run = make_run(schedule, candidates=("codex-luna",), limit=2, ceiling="1")
+    run = make_run(schedule, candidates=("codex-luna",), limit=2, ceiling="1.8")
     for execution in executions(run):
         store(execution, completed(execution, cost=0.3))
     execute_run(run, environ=ENVIRON)
@@ -217,15 +221,26 @@ def test_a_run_under_the_ceiling_is_not_marked_stopped(schedule, replay_executor
     assert (run.spent_usd, run.stopped_at_ceiling, run.has_unpriced) == (Decimal("0.6"), False, False)
 
 
-def test_spend_equal_to_the_ceiling_stops_the_next_execution(schedule, replay_executors) -> None:
-    run = make_run(schedule, candidates=("codex-luna",), limit=3, ceiling="0.6")
+def test_a_worst_case_exactly_at_the_ceiling_still_runs(schedule, replay_executors) -> None:
+    run = make_run(schedule, candidates=("codex-luna",), limit=3, ceiling="1.8")
     for execution in executions(run):
         store(execution, completed(execution, cost=0.3))
     execute_run(run, environ=ENVIRON)
+    # $0.30 spent + $1.50 reserved is exactly $1.80: it runs; $0.60 + $1.50 does not.
     assert [row.classification for row in executions(run)] == ["completed", "completed", "skipped"]
 
 
-# --- retry once (upstream-spec §5.4) ---------------------------------------------------------------------
+def test_a_ceiling_below_one_worst_case_runs_nothing(schedule, replay_executors) -> None:
+    run = make_run(schedule, candidates=("codex-luna",), limit=2, ceiling="1.49")
+    for execution in executions(run):
+        store(execution, completed(execution, cost=0.01))
+    execute_run(run, environ=ENVIRON)
+    assert REPLAY_CALLS == []
+    assert [row.failure_code for row in executions(run)] == ["campaign_cost_ceiling_reached"] * 2
+    assert Run.objects.get(pk=run.pk).spent_usd == 0
+
+
+# --- retry once (the reference's retry wrapper) ---------------------------------------------------------------------
 
 
 def test_a_retryable_error_is_retried_once_and_can_succeed(schedule, replay_executors) -> None:
@@ -286,8 +301,8 @@ def test_failed_attempts_count_toward_spend(schedule, replay_executors) -> None:
     assert summary.spent_usd == Decimal("1.2")
 
 
-def test_retry_spend_can_cross_the_ceiling_and_stops_the_next_entry(schedule, replay_executors) -> None:
-    run = make_run(schedule, candidates=("codex-luna",), limit=2, ceiling="0.5")
+def test_a_retry_reserves_again_and_the_next_entry_waits_for_room(schedule, replay_executors) -> None:
+    run = make_run(schedule, candidates=("codex-luna",), limit=2, ceiling="2.0")
     first, second = executions(run)
     store(first, InfrastructureError("provider_http_503", True, "503", cost_usd=0.3), completed(first, cost=0.3))
     store(second, completed(second))
@@ -295,9 +310,27 @@ def test_retry_spend_can_cross_the_ceiling_and_stops_the_next_entry(schedule, re
     second.refresh_from_db()
     assert second.failure_code == "campaign_cost_ceiling_reached"
     assert len(REPLAY_CALLS) == 2
+    assert Run.objects.get(pk=run.pk).spent_usd == Decimal("0.6")
 
 
-# --- unknown cost (known-failure-modes B5, B9) -------------------------------------------------------------
+def test_a_retry_that_cannot_reserve_is_not_made(schedule, replay_executors) -> None:
+    run = make_run(schedule, candidates=("codex-luna",), limit=1, ceiling="1.7")
+    (execution,) = executions(run)
+    store(execution, InfrastructureError("provider_http_503", True, "HTTP 503", cost_usd=0.3), completed(execution, cost=0.3))
+    execute_run(run, environ=ENVIRON)
+    execution.refresh_from_db()
+    assert len(REPLAY_CALLS) == 1
+    assert (execution.classification, execution.failure_code, execution.cost_usd) == (
+        "infrastructure_failure",
+        "provider_http_503",
+        Decimal("0.3"),
+    )
+    assert execution.failure_message == (
+        "HTTP 503 (not retried: campaign cost ceiling reached: spent $0.30 and $0.00 reserved of $1.70; an attempt may cost up to $1.50)"
+    )
+
+
+# --- unknown cost (docs/failure-modes.md B5, docs/failure-modes.md B9) -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -351,7 +384,7 @@ def test_non_finite_metrics_are_stored_as_null(schedule, replay_executors) -> No
 
 
 def test_unknown_cost_reserves_the_budget_against_the_ceiling(schedule, replay_executors) -> None:
-    run = make_run(schedule, candidates=("codex-luna",), limit=2, ceiling="1")
+    run = make_run(schedule, candidates=("codex-luna",), limit=2, ceiling="2")
     first, second = executions(run)
     store(first, completed(first, cost=None))
     store(second, completed(second, cost=0.01))
@@ -401,8 +434,7 @@ def test_an_unexpected_exception_is_recorded_and_the_run_goes_on(schedule, repla
             "metrics must be an object",
         ),
         (
-            {"schema": "paperclip.runner.workflow-observation.v1", "classification": "completed", "metrics": {},
-             "extra": {1, 2}},
+            {"schema": "paperclip.runner.workflow-observation.v1", "classification": "completed", "metrics": {}, "extra": {1, 2}},
             "extra is not a JSON value",
         ),
     ],
@@ -423,28 +455,21 @@ def test_an_invalid_observation_is_an_infrastructure_failure(schedule, replay_ex
     assert execution.observation["failure"]["code"] == "invalid_observation"
 
 
-def test_default_executors_report_runtimes_this_build_cannot_start_as_unavailable(schedule) -> None:
-    run = make_run(schedule, candidates=("opencode-kimi", "acpx-claude-sonnet"), cases=("final-response", "rich-activity"))
-    execute_run(run, environ=ENVIRON)
-    messages = {}
-    for execution in executions(run):
-        assert (execution.classification, execution.failure_code, execution.failure_retryable) == (
-            "infrastructure_failure",
-            "runtime_unavailable",
-            False,
-        )
-        assert execution.attempts.count() == 1
-        messages[execution.candidate_key] = execution.failure_message
-    assert messages == {
-        "opencode-kimi": "the opencode server runtime is not available in this evalhub build, so opencode-kimi was not run",
-        "acpx-claude-sonnet": "the ACP (acpx) runtime is not available in this evalhub build, so acpx-claude-sonnet "
-        "was not run",
-    }
-
-
-def test_the_default_codex_executor_reports_a_missing_runtime_without_retrying(schedule, settings) -> None:
-    settings.EVALHUB = {**settings.EVALHUB, "RUNTIME_BINARIES": {"codex": "/nonexistent/codex"}}
-    run = make_run(schedule, candidates=("codex-luna",), limit=1)
+@pytest.mark.parametrize(
+    ("candidate", "runtime", "setting"),
+    # Every adapter runs through its live executor by default; an ACP candidate needs its agent
+    # (and acpx-codex-sol the codex that codex-acp runs).
+    [
+        ("codex-luna", "codex", "EVALHUB_CODEX_BIN"),
+        ("opencode-kimi", "opencode", "EVALHUB_OPENCODE_BIN"),
+        ("acpx-claude-sonnet", "claude-acp", "EVALHUB_CLAUDE_ACP_BIN"),
+        ("acpx-codex-sol", "codex-acp", "EVALHUB_CODEX_ACP_BIN"),
+        ("acpx-codex-sol", "codex", "EVALHUB_CODEX_BIN"),
+    ],
+)
+def test_the_default_executor_reports_a_missing_runtime_without_retrying(schedule, settings, candidate, runtime, setting) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "RUNTIME_BINARIES": {runtime: f"/nonexistent/{runtime}"}}
+    run = make_run(schedule, candidates=(candidate,), limit=1)
     execute_run(run, environ=ENVIRON)
     (execution,) = executions(run)
     assert (execution.classification, execution.failure_code, execution.failure_retryable) == (
@@ -453,7 +478,7 @@ def test_the_default_codex_executor_reports_a_missing_runtime_without_retrying(s
         False,
     )
     assert execution.attempts.count() == 1
-    assert "fix EVALHUB_CODEX_BIN" in execution.failure_message
+    assert f"fix {setting}" in execution.failure_message
 
 
 def test_an_unregistered_adapter_is_an_infrastructure_failure(schedule, settings) -> None:
@@ -462,9 +487,7 @@ def test_an_unregistered_adapter_is_an_infrastructure_failure(schedule, settings
     execute_run(run, environ=ENVIRON)
     (execution,) = executions(run)
     assert execution.failure_code == "executor_not_registered"
-    assert execution.failure_message == (
-        "the executor for adapter codex_app_server (runs.executors.nowhere.Missing) cannot be imported"
-    )
+    assert execution.failure_message == ("the executor for adapter codex_app_server (runs.executors.nowhere.Missing) cannot be imported")
 
 
 def test_a_run_claimed_elsewhere_is_left_alone(schedule, replay_executors) -> None:
@@ -483,7 +506,7 @@ def test_progress_is_reported_after_each_execution(schedule, replay_executors) -
     assert seen == [(index, 3, execution.execution_id) for index, execution in enumerate(executions(run), start=1)]
 
 
-# --- redaction everywhere (known-failure-modes B12) ----------------------------------------------------------
+# --- redaction everywhere (docs/failure-modes.md B12) ----------------------------------------------------------
 
 
 def stored_text(caplog: pytest.LogCaptureFixture) -> str:
@@ -505,8 +528,12 @@ def test_secrets_never_reach_rows_or_logs(schedule, replay_executors, caplog) ->
     store(second, RuntimeError(f"{B12_HEADERS} {B12_AWS} environ={environ_dump}"))
     leaky = completed(third)
     leaky["classification"] = "candidate_failure"
-    leaky["failure"] = {"code": "wrong_answer", "category": "candidate", "retryable": False,
-                        "message": f"model echoed {OPENAI_VALUE} and {B12_OPENAI}"}
+    leaky["failure"] = {
+        "code": "wrong_answer",
+        "category": "candidate",
+        "retryable": False,
+        "message": f"model echoed {OPENAI_VALUE} and {B12_OPENAI}",
+    }
     leaky["lifecycle"]["checks"] = [{"id": "finished", "passed": False, "reason": f"saw Bearer {B12_JWT}"}]
     leaky["artifactDigests"] = [environ_dump]
     store(third, leaky)
@@ -515,8 +542,11 @@ def test_secrets_never_reach_rows_or_logs(schedule, replay_executors, caplog) ->
         InfrastructureError("provider_http_503", True, f"503 for {B12_AWS} using {OPENAI_VALUE}"),
         completed(fourth),
     )
-    store(fifth, InfrastructureError("provider_http_503", True, f"503 {environ_dump}"),
-          InfrastructureError("provider_http_503", True, f"again {B12_HEADERS}"))
+    store(
+        fifth,
+        InfrastructureError("provider_http_503", True, f"503 {environ_dump}"),
+        InfrastructureError("provider_http_503", True, f"again {B12_HEADERS}"),
+    )
     execute_run(run, environ=ENVIRON)
 
     text = stored_text(caplog)
@@ -524,9 +554,7 @@ def test_secrets_never_reach_rows_or_logs(schedule, replay_executors, caplog) ->
         assert secret not in text
     assert "[REDACTED]" in text
     rows = executions(run)
-    assert rows[0].failure_message == (
-        "Error code: 401 - {'error': {'message': 'Incorrect API key provided: [REDACTED]'}} key=[REDACTED]"
-    )
+    assert rows[0].failure_message == ("Error code: 401 - {'error': {'message': 'Incorrect API key provided: [REDACTED]'}} key=[REDACTED]")
     assert rows[2].classification == "candidate_failure"
     assert rows[2].failure_message == "model echoed [REDACTED] and [REDACTED]"
     assert rows[2].observation["lifecycle"]["checks"][0]["reason"] == "saw [REDACTED]"
@@ -563,9 +591,7 @@ def test_a_candidate_carrying_a_secret_is_refused_and_redacted(schedule, replay_
 
     run = make_run(schedule, candidates=("codex-luna",), limit=1)
     (execution,) = executions(run)
-    ScheduleEntry.objects.filter(pk=execution.entry_id).update(
-        candidate={**execution.entry.candidate, "model": B12_OPENAI}
-    )
+    ScheduleEntry.objects.filter(pk=execution.entry_id).update(candidate={**execution.entry.candidate, "model": B12_OPENAI})
     store(execution, completed(execution))
     execute_run(run, environ=ENVIRON)
     execution.refresh_from_db()
@@ -576,45 +602,53 @@ def test_a_candidate_carrying_a_secret_is_refused_and_redacted(schedule, replay_
         "qualification",
     )
     assert execution.failure_message == (
-        "the candidate's configuration holds secret-shaped data (OpenAI API key); store environment variable "
-        "names only, then run it again"
+        "the candidate's configuration holds secret-shaped data (OpenAI API key); store environment variable names only in the catalog, "
+        "then run it again"
     )
     assert B12_OPENAI not in json.dumps(execution.observation)
 
 
-def test_a_schedule_is_never_built_from_a_candidate_carrying_a_secret(reference_catalog: None) -> None:
+def test_a_candidate_carrying_a_secret_keeps_the_night_and_its_schedule_never_holds_it(reference_catalog: None) -> None:
+    """A row written around validation does not stop the night: the schedule is built with the
+    value redacted, and only that candidate's executions are refused when they run
+    (tests/test_rows_around_validation.py runs them)."""
     from candidates.models import Candidate
-    from schedules.building import ScheduleError
-    from schedules.models import Schedule
+    from schedules.services import unsafe_candidate_problem
 
     Candidate.objects.filter(key="codex-luna").update(reasoning_effort=B12_AWS)
-    with pytest.raises(ScheduleError, match=r"^candidate codex-luna holds secret-shaped data \(AWS access key ID\); "):
-        schedule_for_night(seed=SEED, now=NOW, generated_at=DAY0)
-    assert Schedule.objects.count() == 0
+    schedule, created = schedule_for_night(seed=SEED, now=NOW, generated_at=DAY0)
+    assert created
+    document = schedule.to_document()
+    assert B12_AWS not in json.dumps(document)
+    (luna,) = [candidate for candidate in document["candidates"] if candidate["id"] == "codex-luna"]
+    assert unsafe_candidate_problem(luna) == (
+        "the candidate's configuration holds secret-shaped data; store environment variable names only in the catalog, then run it again"
+    )
 
 
-# --- provider errors: which failures get the one retry (known-failure-modes B4) --------------------------
+# --- provider errors: which failures get the one retry (docs/failure-modes.md B4) --------------------------
 
-RATE_LIMIT_BODY = {"error": {"type": "rate_limit_exceeded", "message": "Rate limit reached"}}
-QUOTA_BODY = {"error": {"code": "insufficient_quota", "message": "You exceeded your current quota"}}
+
+def provider_error(code: str, retryable: bool, *, retry_after_s: float | None = None, cost_usd: float | None = None) -> InfrastructureError:
+    """A provider failure as the live drivers raise it (``runs.executors.live.session.PROVIDER_FAILURES``)."""
+    return InfrastructureError(code, retryable, f"the model provider failed: {code}", retry_after_s=retry_after_s, cost_usd=cost_usd)
+
 
 B4_CASES = [
-    pytest.param(lambda: provider_http_error(429, body=RATE_LIMIT_BODY, headers={"Retry-After": "1"}), 2, "rate_limited", [1.0], id="429 rate limit"),
-    pytest.param(lambda: provider_http_error(429, body=QUOTA_BODY), 1, "quota_exhausted", [], id="429 quota"),
-    pytest.param(lambda: provider_http_error(429, body=b'{"error":{"code":"insufficient_quota"}}'), 1, "quota_exhausted", [], id="429 quota bytes"),
-    pytest.param(lambda: provider_http_error(500), 2, "server_error", [0.0], id="500"),
-    pytest.param(lambda: provider_http_error(502), 2, "server_error", [0.0], id="502"),
-    pytest.param(lambda: provider_http_error(503), 2, "server_error", [0.0], id="503"),
-    pytest.param(lambda: provider_http_error(529, body={"error": {"type": "overloaded_error"}}), 2, "server_error", [0.0], id="529 overloaded"),
-    pytest.param(lambda: network_error(ConnectionResetError(104, "Connection reset by peer")), 2, "network", [0.0], id="connection reset"),
-    pytest.param(lambda: network_error(RuntimeError("Server disconnected without sending a response.")), 2, "network", [0.0], id="server disconnected"),
-    pytest.param(lambda: network_error(TimeoutError("The read operation timed out")), 2, "network", [0.0], id="read timeout"),
-    pytest.param(lambda: provider_http_error(400, body={"error": {"code": "context_length_exceeded"}}), 1, "client_error", [], id="400 context length"),
-    pytest.param(lambda: provider_http_error(401), 1, "client_error", [], id="401"),
-    pytest.param(lambda: provider_http_error(403), 1, "client_error", [], id="403"),
-    pytest.param(lambda: provider_http_error(404, body={"error": {"code": "model_not_found"}}), 1, "client_error", [], id="404 model"),
-    pytest.param(lambda: network_error(ValueError("bad JSON in the request")), 1, "client_error", [], id="other exception"),
-    pytest.param(lambda: provider_http_error(429, body=RATE_LIMIT_BODY, headers={"retry-after": "3600"}), 1, "rate_limited", [], id="429 wait an hour"),
+    pytest.param(
+        lambda: provider_error("provider_rate_limited", True, retry_after_s=1.0), 2, "provider_rate_limited", [1.0], id="429 rate limit"
+    ),
+    pytest.param(lambda: provider_error("provider_quota_exhausted", False), 1, "provider_quota_exhausted", [], id="429 quota"),
+    pytest.param(lambda: provider_error("provider_http_500", True), 2, "provider_http_500", [0.0], id="500"),
+    pytest.param(lambda: provider_error("provider_http_503", True), 2, "provider_http_503", [0.0], id="503"),
+    pytest.param(lambda: provider_error("provider_stream_dropped", True), 2, "provider_stream_dropped", [0.0], id="dropped stream"),
+    pytest.param(lambda: provider_error("provider_unreachable", True), 2, "provider_unreachable", [0.0], id="connection refused"),
+    pytest.param(lambda: provider_error("provider_bad_request", False), 1, "provider_bad_request", [], id="400"),
+    pytest.param(lambda: provider_error("provider_auth_refused", False), 1, "provider_auth_refused", [], id="401"),
+    pytest.param(lambda: provider_error("provider_unknown_model", False), 1, "provider_unknown_model", [], id="404 model"),
+    pytest.param(
+        lambda: provider_error("provider_rate_limited", True, retry_after_s=3600.0), 1, "provider_rate_limited", [], id="429 wait an hour"
+    ),
 ]
 
 
@@ -638,11 +672,11 @@ def test_a_retry_after_beyond_the_cap_fails_fast_and_says_why(schedule, replay_e
     monkeypatch.setattr("runs.services.sleep", lambda seconds: pytest.fail(f"slept {seconds} s"))
     run = make_run(schedule, candidates=("codex-luna",), limit=1)
     (execution,) = executions(run)
-    store(execution, provider_http_error(429, headers={"Retry-After": "3600"}))
+    store(execution, provider_error("provider_rate_limited", True, retry_after_s=3600.0))
     execute_run(run, environ=ENVIRON)
     execution.refresh_from_db()
     assert execution.failure_message == (
-        "HTTP 429: rate limited by the provider (not retried: the provider asked to wait 3600 s, more than 30 s)"
+        "the model provider failed: provider_rate_limited (not retried: the provider asked to wait 3600 s, more than 30 s)"
     )
 
 
@@ -651,51 +685,25 @@ def test_a_rate_limit_then_success_completes(schedule, replay_executors, monkeyp
     monkeypatch.setattr("runs.services.sleep", slept.append)
     run = make_run(schedule, candidates=("codex-luna",), limit=1)
     (execution,) = executions(run)
-    store(execution, provider_http_error(429, body=RATE_LIMIT_BODY, headers={"Retry-After": "2"}, cost_usd=0.3), completed(execution))
+    store(execution, provider_error("provider_rate_limited", True, retry_after_s=2.0, cost_usd=0.3), completed(execution))
     execute_run(run, environ=ENVIRON)
     execution.refresh_from_db()
     assert (execution.classification, execution.cost_usd, slept) == ("completed", Decimal("0.6"), [2.0])
 
 
-@pytest.mark.parametrize(
-    ("value", "seconds"),
-    [
-        ("1", 1.0),
-        (" 2.5 ", 2.5),
-        ("0", 0.0),
-        ("-5", 0.0),
-        ("", None),
-        (None, None),
-        ("soon", None),
-        ("inf", None),
-        ("nan", None),
-        ("Wed, 19 Aug 2026 04:01:00 GMT", 60.0),
-        ("Wed, 19 Aug 2026 03:59:00 GMT", 0.0),
-    ],
-)
-def test_retry_after_is_read_as_seconds_or_an_http_date(value, seconds) -> None:
-    assert parse_retry_after(value, now=NOW) == seconds
-
-
-def test_provider_errors_name_the_status_and_keep_the_billed_cost() -> None:
-    error = provider_http_error(503, message="opencode server", cost_usd=0.2)
-    assert (error.code, error.retryable, error.message, error.cost_usd) == (
-        "server_error",
-        True,
-        "HTTP 503: the provider failed or is overloaded: opencode server",
-        0.2,
-    )
-
-
 @pytest.mark.parametrize("bad", ["OPENAI_API_KEY", 5, {"a": 1}])
-def test_a_required_environment_written_around_validation_refuses_the_schedule_by_name(reference_catalog, bad) -> None:
-    """A row updated without full_clean() must not be read letter by letter (B8) or crash the nightly."""
+def test_a_required_environment_written_around_validation_refuses_only_that_candidate(reference_catalog, bad) -> None:
+    """A row updated without full_clean() must not be read letter by letter (docs/failure-modes.md B8)
+    or crash the nightly: the preview is built, and the candidate is named as not runnable."""
     import datetime as dt
 
     from candidates.models import Candidate
-    from schedules.building import ScheduleError
-    from schedules.services import preview_schedule
+    from schedules.services import preview_schedule, unsafe_candidate_problem
 
     Candidate.objects.filter(key="codex-luna").update(required_environment=bad)
-    with pytest.raises(ScheduleError, match="candidate codex-luna has a required environment that is not a list of variable names"):
-        preview_schedule(seed="runner-live-seven-week-v1", now=dt.datetime(2026, 8, 24, tzinfo=dt.UTC))
+    document = preview_schedule(seed="runner-live-seven-week-v1", now=dt.datetime(2026, 8, 24, tzinfo=dt.UTC))
+    (luna,) = [candidate for candidate in document["candidates"] if candidate["id"] == "codex-luna"]
+    assert unsafe_candidate_problem(luna) == (
+        "the candidate's required environment is not a list of environment variable names; "
+        "fix it in the catalog (for example OPENAI_API_KEY), then run it again"
+    )

@@ -65,9 +65,9 @@ def test_each_candidate_shows_its_runtime_model_tier_and_budget(reader_client, r
 def test_required_variables_show_set_or_missing_and_never_a_value(reader_client, reference_catalog, environment) -> None:
     html = reader_client.get(PAGE).content.decode()
     assert SECRET_VALUE not in html and "FAKEfakeFAKE" not in html
-    assert '<code>OPENAI_API_KEY</code> set' in candidate_row(html, "codex-luna")
-    assert '<code>OPENROUTER_API_KEY</code> missing' in candidate_row(html, "opencode-kimi")
-    assert '<code>ANTHROPIC_API_KEY</code> missing' in candidate_row(html, "acpx-claude-sonnet")
+    assert "<code>OPENAI_API_KEY</code> set" in candidate_row(html, "codex-luna")
+    assert "<code>OPENROUTER_API_KEY</code> missing" in candidate_row(html, "opencode-kimi")
+    assert "<code>ANTHROPIC_API_KEY</code> missing" in candidate_row(html, "acpx-claude-sonnet")
 
 
 def test_the_candidate_playing_this_week_is_marked(reader_client, reference_catalog) -> None:

@@ -34,9 +34,7 @@ def test_signing_in_lands_on_the_run_history(client, django_user_model) -> None:
 
 def test_signing_in_returns_to_the_page_asked_for(client, django_user_model) -> None:
     django_user_model.objects.create_user("ada", password="pw-ada-12345")
-    response = client.post(
-        reverse("login"), {"username": "ada", "password": "pw-ada-12345", "next": reverse("pages:coverage")}
-    )
+    response = client.post(reverse("login"), {"username": "ada", "password": "pw-ada-12345", "next": reverse("pages:coverage")})
     assert response["Location"] == reverse("pages:coverage")
 
 

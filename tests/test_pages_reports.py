@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import json
 import re
 from decimal import Decimal
 from functools import cache
 from typing import Any
 
 import pytest
-
-from runs.services import settlement_ms
 from django.urls import reverse
 
 from runs.models import Alert, Classification, ExecutionStatus, Report, Run, RunLane, Scorecard
-from tests.reference import reference_dir
+from runs.services import settlement_ms
+from tests.reference import scoring_vectors
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +39,7 @@ def _fast_password_hashing(settings) -> None:
 
 @cache
 def _vectors() -> dict[str, Any]:
-    return json.loads((reference_dir() / "scoring-vectors.json").read_text(encoding="utf-8"))
+    return scoring_vectors()
 
 
 def scorecard_document(*, passed: bool, score: float, gate: bool = True) -> dict[str, Any]:
@@ -186,7 +184,7 @@ def test_the_run_page_shows_the_aggregate_and_dimension_means(reader_client, sch
 
 
 def execution_row(html: str, execution_id: str) -> str:
-    match = re.search(rf"<tr>\s*<td[^>]*>\d+</td>\s*<td><code>{execution_id}</code>.*?</tr>", html, re.S)
+    match = re.search(rf"<tr[^>]*>\s*<td[^>]*>\d+</td>\s*<td><code>{execution_id}</code>.*?</tr>", html, re.S)
     assert match, f"no row for {execution_id}"
     return match.group(0)
 
@@ -197,11 +195,11 @@ def test_every_execution_shows_gate_score_and_verdict(reader_client, schedule) -
     html = reader_client.get(run_url(run)).content.decode()
     first, second, third = run.executions.order_by("position")
     passed = execution_row(html, first.execution_id)
-    assert '<td class="gate">true</td>' in passed and '<td class="num score">0.988</td>' in passed and ">PASS<" in passed
+    assert "gate passed" in passed and '<td class="num score">0.988</td>' in passed and ">PASS<" in passed
     failed = execution_row(html, second.execution_id)
-    assert '<td class="gate">false</td>' in failed and '<td class="num score">0.250</td>' in failed and ">FAIL<" in failed
+    assert "gate failed" in failed and '<td class="num score">0.250</td>' in failed and ">FAIL<" in failed
     unscored = execution_row(html, third.execution_id)
-    assert '<td class="gate">—</td>' in unscored and '<td class="num score">—</td>' in unscored and "not scored" in unscored
+    assert '<td class="num score">—</td>' in unscored and "not scored" in unscored
 
 
 def test_an_execution_without_a_scorecard_is_not_scored(reader_client, schedule) -> None:
@@ -211,8 +209,8 @@ def test_an_execution_without_a_scorecard_is_not_scored(reader_client, schedule)
     run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=1))
     html = reader_client.get(run_url(run)).content.decode()
     row = execution_row(html, run.executions.get().execution_id)
-    assert "not scored" in row and '<td class="gate">—</td>' in row
-    assert "This run has no report yet." in html
+    assert "not scored" in row and "gate " not in row
+    assert "This run has no report yet: it is written when the last execution settles." in html
     assert "/export/" not in html
 
 
@@ -222,14 +220,24 @@ def test_the_run_page_shows_the_reports_alerts_critical_first(reader_client, sch
         run,
         alerts=[
             alert("success_rate_regression", message="success rate dropped 33 percentage points"),
-            alert("consecutive_case_failure", "critical", case_key="final-response", candidate_key="codex-luna", occurrences=3),
+            alert(
+                "consecutive_failures",
+                case_key="final-response",
+                candidate_key="codex-luna",
+                occurrences=3,
+                message="final-response/codex-luna failed three consecutive reports",
+            ),
+            alert("safety_failure", "critical", message="1 execution(s) failed a hard or lifecycle invariant"),
         ],
     )
     html = reader_client.get(run_url(run)).content.decode()
     table = re.search(r'<table class="data alerts">.*?</table>', html, re.S).group(0)
-    assert table.index("consecutive_case_failure") < table.index("success_rate_regression")
+    assert table.index("safety_failure") < table.index("success_rate_regression") < table.index("consecutive_failures")
     assert "success rate dropped 33 percentage points" in table
-    assert '<td>final-response</td><td>codex-luna</td><td>consecutive_case_failure happened</td><td class="num">3</td>' in table
+    assert (
+        '<td>final-response</td><td>codex-luna</td><td>final-response/codex-luna failed three consecutive reports</td><td class="num">3</td>'
+        in table
+    )
 
 
 def test_a_compatible_comparison_shows_the_deltas_and_links_the_compare_page(reader_client, schedule) -> None:
@@ -253,7 +261,7 @@ def test_an_incompatible_comparison_gives_the_reason(reader_client, schedule) ->
     comparison = {"compatible": False, "reason": reason, "currentBundleId": BUNDLE, "previousBundleId": OTHER_BUNDLE}
     make_report(after, comparison=comparison, previous=previous)
     html = reader_client.get(run_url(after)).content.decode()
-    assert f"Not comparable with" in html and f"{reason}." in html
+    assert "Not comparable with" in html and f"{reason}." in html
     assert "passRateDelta" not in html and 'class="delta"' not in html
 
 
@@ -285,7 +293,7 @@ def test_a_refresh_is_labelled(reader_client, schedule) -> None:
     ],
 )
 def test_the_run_page_links_each_export_and_each_is_a_download(reader_client, schedule, fmt: str, content_type: str, suffix: str) -> None:
-    from runs.exports import export_report
+    from runs.reporting import export_report
 
     run = make_run(schedule, [(True, 1)])
     report = make_report(run, alerts=[alert("safety_failure", "critical")])
@@ -418,6 +426,26 @@ def test_the_compare_page_says_when_runs_are_not_comparable(reader_client, sched
     assert OTHER_BUNDLE in html and BUNDLE in html
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "refused", "reason"),
+    [
+        ({"refresh": True}, {}, 0, "a refresh (re-scored, not measured)"),
+        ({}, {"refresh": True}, 1, "a refresh (re-scored, not measured)"),
+        ({"scripted": True}, {"scripted": True}, 0, "a scripted run"),
+        ({}, {"scripted": True}, 1, "a scripted run"),
+    ],
+)
+def test_the_compare_page_compares_measured_runs_only_as_the_api_does(
+    reader_client, schedule, first: dict[str, bool], second: dict[str, bool], refused: int, reason: str
+) -> None:
+    runs = [make_run(schedule, [(True, 1)]), make_run(schedule, [(True, 1)])]
+    for run, flags in zip(runs, (first, second), strict=True):
+        report = make_report(run, refresh=flags.get("refresh", False))
+        Report.objects.filter(pk=report.pk).update(is_scripted=flags.get("scripted", False))
+    html = reader_client.get(compare_url(runs[0].pk, runs[1].pk)).content.decode()
+    assert f"Not comparable: run {runs[refused].pk} is {reason}" in html
+
+
 def test_the_compare_page_says_when_a_run_has_no_report(reader_client, schedule) -> None:
     before = make_run(schedule, [(True, 1)])
     after = make_run(schedule, [(True, 1)])
@@ -445,7 +473,9 @@ def test_comparing_a_run_that_does_not_exist_is_a_404(reader_client, schedule) -
     run = make_run(schedule, [(True, 1)])
     response = reader_client.get(compare_url(run.pk, 999999))
     assert response.status_code == 404
-    assert "Not found" in response.content.decode()
+    html = response.content.decode()
+    assert "There is no run 999999: pick one from the list." in html
+    assert 'aria-invalid="true"' in html
 
 
 # --- alerts --------------------------------------------------------------------------------------
@@ -453,14 +483,15 @@ def test_comparing_a_run_that_does_not_exist_is_a_404(reader_client, schedule) -
 
 def test_the_alerts_page_shows_only_open_alerts_newest_first(reader_client, schedule) -> None:
     old = make_report(make_run(schedule, [(True, 1)]), alerts=[alert("superseded_alert")])
-    other_bundle = make_report(
-        make_run(schedule, [(True, 1)]), bundle=OTHER_BUNDLE, alerts=[alert("other_bundle_alert", "critical")]
-    )
+    other_bundle = make_report(make_run(schedule, [(True, 1)]), bundle=OTHER_BUNDLE, alerts=[alert("other_bundle_alert", "critical")])
     newest_run = make_run(schedule, [(False, 0.1)])
     newest = make_report(
         newest_run,
         previous=old,
-        alerts=[alert("latency_regression"), alert("safety_failure", "critical", case_key="final-response", candidate_key="codex-luna", occurrences=2)],
+        alerts=[
+            alert("latency_regression"),
+            alert("safety_failure", "critical", case_key="final-response", candidate_key="codex-luna", occurrences=2),
+        ],
     )
     refresh_run = make_run(schedule, [(False, 0.1)], lane=RunLane.REPLAY, refresh_of=newest_run)
     make_report(refresh_run, refresh=True, alerts=[alert("refresh_alert")])
@@ -502,12 +533,12 @@ def many_runs(schedule, count: int) -> list[Run]:
 
 def test_the_run_page_costs_the_same_queries_with_few_or_many_runs(reader_client, schedule, django_assert_num_queries: Any) -> None:
     # session, user, run with schedule/report/previous/refresh, executions with scorecards and
-    # attempt counts, the three summary counts, the report's alerts
+    # attempt counts, the three summary counts, the report's alerts, the bundle's history (signal)
     (run,) = many_runs(schedule, 1)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         reader_client.get(run_url(run))
     runs = many_runs(schedule, 8)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         reader_client.get(run_url(runs[-1]))
 
 
@@ -524,10 +555,11 @@ def test_the_candidate_page_costs_the_same_queries_with_few_or_many_runs(reader_
 
 def test_the_compare_page_costs_the_same_queries_with_few_or_many_runs(reader_client, schedule, django_assert_num_queries: Any) -> None:
     first, second = many_runs(schedule, 2)
-    with django_assert_num_queries(5):  # session, user, the form's runs, the two runs with reports, their executions
+    # session, user, the form's runs, the two runs with reports, their executions, run B's bundle history (signal)
+    with django_assert_num_queries(6):
         reader_client.get(compare_url(first.pk, second.pk))
     runs = many_runs(schedule, 8)
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         reader_client.get(compare_url(runs[0].pk, runs[-1].pk))
 
 
@@ -547,13 +579,15 @@ def test_the_alerts_page_costs_the_same_queries_with_few_or_many_runs(reader_cli
 
 def test_a_nightly_ends_with_its_report_visible_on_the_run_page_and_exportable(reader_client, reference_catalog, replay_executors) -> None:
     from candidates.models import Candidate
-    from runs.exports import export_report
+    from runs.reporting import export_report
     from runs.services import start_nightly
     from tests.builders import completed_observation
 
     schedule = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("1000"), now=NIGHT, environ={}, execute=False).schedule
     for entry in schedule.entries.all():
-        replay_executors.REPLAY_STORE[entry.execution_id] = completed_observation(entry.to_document(), cost_usd=0.25, provider=entry.candidate["provider"])
+        replay_executors.REPLAY_STORE[entry.execution_id] = completed_observation(
+            entry.to_document(), cost_usd=0.25, provider=entry.candidate["provider"]
+        )
     environ = {name: "dummy-value" for candidate in Candidate.objects.all() for name in candidate.required_environment}
     run = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("1000"), now=NIGHT, environ=environ, execute=True).run
     report = Report.objects.get(run=run)

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from candidates.models import Candidate
-from runs.models import Execution, Run, Trigger
+from runs.models import Execution, Run, RunLane, Trigger
 from tests.builders import completed_observation
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +57,7 @@ def replayed_run(reference_catalog, replay_executors) -> Run:
 
 
 def row_of(html: str, execution_id: str) -> str:
-    match = re.search(rf"<tr>\s*<td[^>]*>\d+</td>\s*<td><code>{execution_id}</code>.*?</tr>", html, re.S)
+    match = re.search(rf"<tr[^>]*>\s*<td[^>]*>\d+</td>\s*<td><code>{execution_id}</code>.*?</tr>", html, re.S)
     assert match, f"no row for {execution_id}"
     return match.group(0).replace("<wbr>", "")  # long codes may break after underscores
 
@@ -102,7 +102,37 @@ def test_the_history_shows_unknown_cost_for_a_run_with_unpriced_executions(reade
 def test_the_history_counts_each_classification(reader_client, replayed_run: Run) -> None:
     response = reader_client.get(HISTORY)
     run = response.context["runs"][0]
-    assert (run.completed_count, run.skipped_count, run.execution_count) == (replayed_run.executions.count(), 0, replayed_run.executions.count())
+    assert (run.completed_count, run.skipped_count, run.execution_count) == (
+        replayed_run.executions.count(),
+        0,
+        replayed_run.executions.count(),
+    )
+
+
+def test_the_history_row_notes_a_refresh_an_error_and_a_stop_at_the_ceiling(reader_client, skipped_run: Run) -> None:
+    refresh = Run.objects.create(
+        schedule=skipped_run.schedule,
+        trigger=Trigger.MANUAL,
+        cost_ceiling_usd=Decimal("0.25"),
+        lane=RunLane.REPLAY,
+        refresh_of=skipped_run,
+        error="<b>boom</b>",
+        stopped_at_ceiling=True,
+        spent_usd=Decimal("0.0031"),
+    )
+    html = reader_client.get(HISTORY).content.decode()
+    row = re.search(
+        rf'<tr>\s*<td class="nowrap"><a href="{reverse("pages:run", args=[refresh.pk])}">run {refresh.pk}</a>.*?</tr>', html, re.S
+    )
+    assert row, html
+    text = row.group(0)
+    assert f"manual · refresh of run {skipped_run.pk}" in text
+    assert '<span class="status status-pending">pending</span>' in text
+    assert '<td class="num">0</td>' in text  # no executions yet
+    assert "$0.0031" in text and '<div class="muted small">of $0.25</div>' in text
+    assert '<span class="tag tag-warn">stopped at the cost ceiling</span>' in text
+    assert '<span class="tag tag-bad">error</span>' in text and "boom" not in text
+    assert "required environment missing" not in text
 
 
 @pytest.fixture
@@ -163,10 +193,10 @@ def test_the_run_page_shows_unknown_for_an_unpriced_execution_never_zero(reader_
     assert unpriced and priced
     for execution in unpriced:
         row = row_of(html, execution.execution_id)
-        assert '<td class="num">unknown</td>' in row
+        assert '<td class="num cost">unknown</td>' in row
         assert "$" not in row
     for execution in priced:
-        assert '<td class="num">$0.25</td>' in row_of(html, execution.execution_id)
+        assert '<td class="num cost">$0.25</td>' in row_of(html, execution.execution_id)
     assert "$0.00" not in html
     assert "completed" in row_of(html, priced[0].execution_id)
 
@@ -205,15 +235,16 @@ def test_execution_text_is_escaped(reader_client, skipped_run: Run) -> None:
 
 
 def test_the_history_costs_the_same_queries_for_one_run_or_many(reader_client, skipped_run: Run, django_assert_num_queries: Any) -> None:
-    with django_assert_num_queries(4):  # session, user, count, the page of runs with their counts
+    # Session, user, count, the page of runs, and their executions counted in one grouped query.
+    with django_assert_num_queries(5):
         reader_client.get(HISTORY)
     for day in range(1, 4):
         nightly(NIGHT + dt.timedelta(days=day))
     for _ in range(30):
         Run.objects.create(schedule=skipped_run.schedule, trigger=Trigger.MANUAL, cost_ceiling_usd=Decimal("5"))
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(5):
         reader_client.get(HISTORY)
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(5):
         reader_client.get(HISTORY, {"page": "2"})
 
 
@@ -227,10 +258,11 @@ def test_the_run_page_costs_the_same_queries_for_few_or_many_executions(
         schedule=skipped_run.schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=2), trigger=Trigger.MANUAL
     )
     # session, user, run + schedule + report, executions with scorecards and attempt counts, the
-    # three summary counts; and the report's alerts once the run has a report (the nightly has one)
+    # three summary counts; and the report's alerts and its bundle's history (signal) once the run
+    # has a report (the nightly has one)
     expected = 7
     with django_assert_num_queries(expected):
         reader_client.get(reverse("pages:run", args=[small.pk]))
-    with django_assert_num_queries(expected + 1):
+    with django_assert_num_queries(expected + 2):
         response = reader_client.get(reverse("pages:run", args=[skipped_run.pk]))
     assert len(response.context["executions"]) == skipped_run.executions.count() > 2

@@ -74,6 +74,26 @@ def test_tonight_ignores_a_schedule_saved_for_another_night(reader_client, refer
     assert "not saved yet" in reader_client.get(TONIGHT).content.decode()
 
 
+def test_tonight_is_the_nightly_schedule_not_a_selection_saved_later_on_another_rotation_day(reader_client, reference_catalog) -> None:
+    """``nightly --rotation-day N --candidate X`` saves a second schedule for the same night:
+    Tonight (page and API) keeps tonight's own rotation day and its nightly run."""
+    from runs.services import start_nightly
+    from schedules.services import Selection
+
+    now = timezone.now()
+    nightly = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=now, environ={}, execute=True)
+    other_day = (rotation_day(iso_timestamp(now)) + 1) % 7
+    start_nightly(
+        seed=SEED, cost_ceiling_usd=Decimal("12"), now=now, rotation_day=other_day, environ={}, execute=False, selection=Selection(limit=1)
+    )
+    assert Schedule.objects.filter(night=now.astimezone(dt.UTC).date()).count() == 2
+    tonight = reader_client.get(TONIGHT).context["tonight"]
+    assert tonight.schedule == nightly.schedule and [run.pk for run in tonight.runs] == [nightly.run.pk]
+    api = reader_client.get("/api/tonight/").json()
+    assert api["schedule"]["rotationDay"] == nightly.schedule.rotation_day != other_day
+    assert [run["id"] for run in api["runs"]] == [nightly.run.pk]
+
+
 def test_tonight_with_an_empty_catalog_explains_instead_of_failing(reader_client) -> None:
     response = reader_client.get(TONIGHT)
     assert response.status_code == 200
@@ -95,7 +115,7 @@ def test_tonight_costs_the_same_queries_saved_or_not(reader_client, reference_ca
     with django_assert_num_queries(7):  # session, user, titles, schedule lookup, then the preview: slots, candidates, cases
         reader_client.get(TONIGHT)
     start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ={}, execute=True)
-    with django_assert_num_queries(6):  # session, user, titles, schedule, its entries, its runs
+    with django_assert_num_queries(7):  # session, user, titles, schedule, its entries, its runs, the line-up's models now
         reader_client.get(TONIGHT)
 
 
@@ -146,7 +166,9 @@ def test_coverage_with_an_empty_catalog_explains_instead_of_failing(reader_clien
     assert "Coverage cannot be computed" in response.content.decode()
 
 
-def test_coverage_costs_the_same_queries_for_a_small_or_large_catalog(reader_client, reference_catalog, django_assert_num_queries: Any) -> None:
+def test_coverage_costs_the_same_queries_for_a_small_or_large_catalog(
+    reader_client, reference_catalog, django_assert_num_queries: Any
+) -> None:
     with django_assert_num_queries(5):  # session, user, slots, their candidates, cases
         reader_client.get(COVERAGE)
     budget = make_budget()
@@ -158,3 +180,30 @@ def test_coverage_costs_the_same_queries_for_a_small_or_large_catalog(reader_cli
     assert Candidate.objects.count() > 20
     with django_assert_num_queries(5):
         reader_client.get(COVERAGE)
+
+
+# --- a slot saved before its candidates ------------------------------------------------------------
+
+
+def test_a_slot_without_candidates_never_breaks_the_night_and_is_shown_as_such(reader_client, reference_catalog) -> None:
+    from runs.services import start_nightly
+
+    now = timezone.now()
+    before = preview_schedule(seed=SEED, now=now)
+    make_slot(key="new-empty-slot")
+    for url in (reverse("pages:tonight"), reverse("pages:coverage")):
+        text = reader_client.get(url).content.decode()
+        assert "Slot new-empty-slot has no candidates yet and is not scheduled." in text, url
+
+    assert preview_schedule(seed=SEED, now=now) == before
+    assert reader_client.get("/api/schedules/preview/").status_code == 200
+    coverage = reader_client.get("/api/coverage/")
+    assert coverage.status_code == 200
+    assert "new-empty-slot" not in str(coverage.json()["matrix"])
+    outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ={}, execute=False)
+    assert outcome.schedule.entries.exists()
+    assert not outcome.schedule.entries.filter(slot_key="new-empty-slot").exists()
+
+    page = reader_client.get(reverse("pages:candidates")).content.decode()
+    assert "new-empty-slot" in page
+    assert "No candidates yet: this slot is not scheduled until one is added." in page

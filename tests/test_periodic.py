@@ -1,4 +1,4 @@
-"""The nightly's django-q2 schedule, time zones and daylight saving (known-failure-modes B2).
+"""The nightly's django-q2 schedule, time zones and daylight saving (docs/failure-modes.md B2).
 
 The nightly is declared at ``EVALHUB_NIGHTLY_TIME_UTC`` and a night is a UTC date, so neither the
 rotation week nor the identity of a night depends on ``TIME_ZONE``.
@@ -16,16 +16,16 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django_q.models import Schedule as QSchedule
 
-from runs.services import start_nightly
-from schedules.building import rotation_day
-from schedules.models import Schedule
-from schedules.periodic import (
+from runs.periodic import (
     NIGHTLY_TASK_FUNC,
     NIGHTLY_TASK_NAME,
     declare_periodic_tasks,
     next_occurrence,
     parse_nightly_time,
 )
+from runs.services import start_nightly
+from schedules.building import rotation_day
+from schedules.models import Schedule
 from schedules.services import iso_timestamp, preview_schedule
 
 pytestmark = pytest.mark.django_db
@@ -57,9 +57,7 @@ def test_a_nightly_time_is_hh_mm_utc(text: str, expected: tuple[int, int]) -> No
     assert (parsed.hour, parsed.minute, parsed.tzinfo) == (*expected, dt.UTC)
 
 
-@pytest.mark.parametrize(
-    "text", ["4:00", "24:00", "04:60", "+4:00", "04:00:00", "", "noon", "04.00", "\u0660\u0664:\u0660\u0660", None]
-)
+@pytest.mark.parametrize("text", ["4:00", "24:00", "04:60", "+4:00", "04:00:00", "", "noon", "04.00", "\u0660\u0664:\u0660\u0660", None])
 def test_anything_else_is_refused_saying_what_to_fix(text: Any) -> None:
     with pytest.raises(ValueError, match=r"^EVALHUB_NIGHTLY_TIME_UTC must be a UTC time of day as HH:MM such as 04:00, not "):
         parse_nightly_time(text)
@@ -89,9 +87,20 @@ def test_setup_schedules_declares_one_daily_nightly() -> None:
     assert (next_run.hour, next_run.minute) == (4, 0)
     prune = QSchedule.objects.get(name="evalhub-prune-history")
     assert (prune.func, prune.schedule_type, prune.repeats) == ("runs.tasks.prune_history", QSchedule.DAILY, -1)
+    reaper = QSchedule.objects.get(name="evalhub-reaper")
+    assert (reaper.func, reaper.schedule_type, reaper.minutes, reaper.repeats) == ("runs.tasks.reap", QSchedule.MINUTES, 1, -1)
+    notify = QSchedule.objects.get(name="evalhub-deliver-notifications")
+    assert (notify.func, notify.schedule_type, notify.minutes, notify.repeats) == (
+        "runs.tasks.deliver_notifications",
+        QSchedule.MINUTES,
+        1,
+        -1,
+    )
     assert output == (
-        f"evalhub-nightly: schedules.tasks.run_nightly daily, next run {next_run:%Y-%m-%d %H:%M} UTC\n"
+        f"evalhub-nightly: runs.tasks.run_nightly daily, next run {next_run:%Y-%m-%d %H:%M} UTC\n"
         f"evalhub-prune-history: runs.tasks.prune_history daily, next run {prune.next_run.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC\n"
+        f"evalhub-reaper: runs.tasks.reap every minute, next run {reaper.next_run.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC\n"
+        f"evalhub-deliver-notifications: runs.tasks.deliver_notifications every minute, next run {notify.next_run.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC\n"
     )
 
 

@@ -1,6 +1,6 @@
-"""``manage.py score`` and ``manage.py report`` reproduce the reference vectors (issue 3 §3).
+"""``manage.py score`` and ``manage.py report`` reproduce the reference vectors.
 
-Both commands are thin shells over ``runs.scoring`` / ``runs.reports`` / ``runs.renderers``; the
+Both commands are thin shells over ``runs.evaluation.scoring`` / ``runs.evaluation.reports`` / ``runs.evaluation.renderers``; the
 inputs are built from ``scoring-vectors.json`` as its ``meta.layout`` describes and the outputs
 compared with the reference's, JSON by value and text byte for byte.
 """
@@ -18,15 +18,15 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs.renderers import render_json, render_previous_bundle_section
-from tests.reference import reference_dir
+from runs.evaluation.renderers import render_json, render_previous_bundle_section
+from tests.reference import scoring_vectors
 
 pytestmark = pytest.mark.django_db
 
 
 @cache
 def _vectors() -> dict[str, Any]:
-    return json.loads((reference_dir() / "scoring-vectors.json").read_text(encoding="utf-8"))
+    return scoring_vectors()
 
 
 def vectors() -> dict[str, Any]:
@@ -110,7 +110,8 @@ def test_score_reports_a_malformed_item_in_place(tmp_path: Path) -> None:
     output, error = run_failing("score", write(tmp_path, "bad.json", [42, {"observation": {}, "options": {"nope": 1}}]))
     printed = json.loads(output)
     assert printed[0] == {"error": "item 0 must be an object with observation and options"}
-    assert printed[1]["error"].startswith("unknown scoring option(s): nope")
+    # The observation is checked before the options, as the reference does.
+    assert printed[1]["error"] == "unsupported workflow observation schema for undefined"
     assert error == "2 of 2 observation(s) could not be scored"
 
 
@@ -215,12 +216,11 @@ def test_report_without_baseline_ready_raises_no_alerts(tmp_path: Path, referenc
     ("document", "message"),
     [
         ([], "the input must be a JSON object"),
-        ({"results": [], "bundle": {"id": "b"}, "extra": 1}, "unknown input key(s): extra"),
         ({"results": {}, "bundle": {"id": "b"}}, "results must be a list"),
         ({"results": [], "bundle": {"id": "b"}, "baselineReady": "yes"}, "baselineReady must be true or false"),
         ({"results": [], "bundle": {"id": "b"}, "source": "nightly"}, "report source must be one of deterministic, live, chaos"),
         ({"results": [{"scenarioId": "x"}], "bundle": {"id": "b"}}, "results item 1 must be an object with scenarioId"),
-        ({"results": [], "bundle": {}}, "bundle must be an object with a non-blank id"),
+        ({"results": [], "bundle": {}}, "bundle must be an object with a text id"),
         ({"results": [], "bundle": {"id": "b"}, "generatedAt": 5}, "generatedAt must be an ISO 8601 timestamp string"),
         ({"results": [], "bundle": {"id": "b"}, "traceability": "x"}, "traceability must be an object"),
         (
@@ -290,3 +290,42 @@ def test_refresh_run_command(reference_catalog: None) -> None:
     assert error.startswith(f"run {refresh.pk} is a refresh")
     _, error = run_failing("refresh_run", "999999")
     assert error == "there is no run 999999"
+
+
+def test_report_rebuilds_from_its_own_export_and_says_so(tmp_path: Path, reference_catalog: None) -> None:
+    """A run page's JSON download (``{report, alerts, comparison}``) fed back to ``report`` gives
+    the same report; a note on stderr says it was re-built from the report's results."""
+    vector = _entry("reports", "dev-live-report")
+    exported = json.loads(run("report", write(tmp_path, "input.json", report_input(vector))))
+    err = io.StringIO()
+    out = io.StringIO()
+    call_command("report", write(tmp_path, "export.json", exported), "--format", "markdown", stdout=out, stderr=err)
+    assert out.getvalue() == vector["markdown"]
+    assert "the input is a report (or its export): re-built from its" in err.getvalue()
+
+
+def test_report_says_when_a_rendering_leaves_the_comparison_out(tmp_path: Path, reference_catalog: None) -> None:
+    current = write(tmp_path, "current.json", _pool_input("dev-current"))
+    previous = write(tmp_path, "previous.json", _pool("dev-previous"))
+    for fmt in ("markdown", "junit"):
+        err = io.StringIO()
+        call_command("report", current, "--compare", previous, "--format", fmt, stdout=io.StringIO(), stderr=err)
+        assert f"the {fmt} rendering carries no comparison (as the reference's): use --format github or json" in err.getvalue()
+    err = io.StringIO()
+    call_command("report", current, "--compare", previous, "--format", "github", stdout=io.StringIO(), stderr=err)
+    assert "carries no comparison" not in err.getvalue()
+
+
+def test_report_compare_with_a_report_input_says_to_build_its_report_first(tmp_path: Path, reference_catalog: None) -> None:
+    current = write(tmp_path, "current.json", _pool_input("dev-current"))
+    _, error = run_failing("report", current, "--compare", current)
+    assert "is a report input (results without an aggregate), not a report: build its report first" in error
+
+
+def test_report_and_score_never_print_a_secret_shaped_id(tmp_path: Path, reference_catalog: None) -> None:
+    pasted = "sk-" + "proj-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
+    document = _pool_input("dev-current")
+    document["bundle"] = {**document["bundle"], "id": pasted}
+    output = run("report", write(tmp_path, "input.json", document))
+    assert pasted not in output and "[REDACTED]" in output
+    assert json.loads(output)["report"]["bundle"]["id"] == "[REDACTED]"

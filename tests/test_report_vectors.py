@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from runs.renderers import (
+from runs.evaluation.renderers import (
     render_github_summary,
     render_json,
     render_junit,
     render_markdown,
     render_previous_bundle_section,
 )
-from runs.reports import (
+from runs.evaluation.reports import (
     build_report,
     compare_reports,
     compute_alerts,
@@ -29,12 +29,12 @@ from runs.reports import (
     live_bundle_identity,
     percentile_95,
 )
-from tests.reference import golden_vectors, reference_cases, reference_dir
+from tests.reference import golden_vectors, reference_cases, scoring_vectors
 
 
 @cache
 def _vectors() -> dict[str, Any]:
-    return json.loads((reference_dir() / "scoring-vectors.json").read_text(encoding="utf-8"))
+    return scoring_vectors()
 
 
 def vectors() -> dict[str, Any]:
@@ -121,9 +121,7 @@ def test_report_github_summary_matches_reference(vector_id: str) -> None:
         assert render_github_summary(report) == vector["githubSummary"]
     else:
         # The vector pins no summary: the reference appends the alerts section to the Markdown.
-        assert render_github_summary(report) == (
-            vector["markdown"] + "\n## Alerts\n\nNo active workflow-eval regression alerts.\n"
-        )
+        assert render_github_summary(report) == (vector["markdown"] + "\n## Alerts\n\nNo active workflow-eval regression alerts.\n")
     if "githubSummaryWithAlerts" in vector:
         summary = render_github_summary(report, vector["summaryAlerts"])
         assert summary == vector["githubSummaryWithAlerts"]
@@ -162,9 +160,7 @@ def test_report_without_results_has_null_means_and_zero_counts() -> None:
     assert report["coverage"]["workflows"] == 0
     markdown = render_markdown(report)
     assert "- hard_invariants: not scored\n" in markdown
-    assert render_junit(report).splitlines()[1] == (
-        '<testsuite name="paperclip-runner-workflows" tests="0" failures="0" skipped="0">'
-    )
+    assert render_junit(report).splitlines()[1] == ('<testsuite name="paperclip-runner-workflows" tests="0" failures="0" skipped="0">')
 
 
 def test_report_with_traceability_adds_stress_counts_and_markdown_mentions_findings() -> None:
@@ -218,8 +214,7 @@ def test_render_json_is_json_stringify_with_two_spaces(pool_id: str) -> None:
 def test_render_json_prints_numbers_and_keys_as_javascript_does() -> None:
     document = {"b": 1.0, "10": [], "2": {}, "a": [0.5, 1e-7, -0.0, None, True, "é"]}
     assert render_json(document) == (
-        '{\n  "2": {},\n  "10": [],\n  "b": 1,\n  "a": [\n    0.5,\n    1e-7,\n    0,\n'
-        '    null,\n    true,\n    "é"\n  ]\n}\n'
+        '{\n  "2": {},\n  "10": [],\n  "b": 1,\n  "a": [\n    0.5,\n    1e-7,\n    0,\n    null,\n    true,\n    "é"\n  ]\n}\n'
     )
 
 
@@ -264,9 +259,7 @@ def test_previous_bundle_section_matches_the_nightly_script() -> None:
     assert render_previous_bundle_section(vector["comparison"]) == (
         "\n## Previous compatible bundle\n\nPass-rate delta: 0.083; overall delta: -0.266.\n"
     )
-    assert render_previous_bundle_section(None) == (
-        "\n## Previous compatible bundle\n\nNo compatible prior bundle is available.\n"
-    )
+    assert render_previous_bundle_section(None) == ("\n## Previous compatible bundle\n\nNo compatible prior bundle is available.\n")
 
 
 # -- alerts --------------------------------------------------------------------------------------
@@ -404,9 +397,7 @@ def test_live_bundle_matches_the_reference_report_bundle() -> None:
 def test_alternating_line_ups_alternate_bundle_ids() -> None:
     def identity(day: int) -> str:
         schedule = _reference_schedule("runner-live-seven-week-v1", day)
-        return live_bundle_identity(
-            runner_version="0.8.4", seed=schedule["seed"], candidates=schedule["candidates"]
-        )
+        return live_bundle_identity(runner_version="0.8.4", seed=schedule["seed"], candidates=schedule["candidates"])
 
     assert identity(0) == identity(2) == "runner-live-v2-ede6023f7ccf4a1f"
     assert identity(1) != identity(0)
@@ -429,12 +420,8 @@ def test_a_selection_never_shares_the_full_run_bundle_id() -> None:
 def test_bundle_identity_drops_a_missing_or_null_reasoning_effort() -> None:
     base = {"id": "c", "adapter": "opencode_server", "model": "m"}
     without = live_bundle_identity(runner_version="1", seed="s", candidates=[base])
-    assert live_bundle_identity(
-        runner_version="1", seed="s", candidates=[{**base, "reasoningEffort": None}]
-    ) == without
-    assert live_bundle_identity(
-        runner_version="1", seed="s", candidates=[{**base, "reasoningEffort": "low"}]
-    ) != without
+    assert live_bundle_identity(runner_version="1", seed="s", candidates=[{**base, "reasoningEffort": None}]) == without
+    assert live_bundle_identity(runner_version="1", seed="s", candidates=[{**base, "reasoningEffort": "low"}]) != without
 
 
 def test_alerts_use_only_the_last_seven_compatible_reports() -> None:
@@ -454,3 +441,26 @@ def test_render_json_escapes_lone_surrogates_like_json_stringify() -> None:
     text = render_json({"trace": "a\ud800b\n"})
     assert text == '{\n  "trace": "a\\ud800b\\n"\n}\n'
     text.encode("utf-8")
+
+
+def test_a_success_rate_drop_of_exactly_twenty_points_alerts_and_less_does_not() -> None:
+    # Baseline 1/5 = 0.2 and current 0/1: the drop is exactly 0.20 in doubles (the reference's >=).
+    history = [_alert_report("b", [(f"x{i}", i == 0, 10, 0.1) for i in range(5)])]
+    at_the_boundary = _alert_report("b", [("x0", False, 10, 0.1)])
+    assert [alert for alert in compute_alerts(at_the_boundary, history, True) if alert["code"] == "success_rate_regression"] == [
+        {"severity": "warning", "code": "success_rate_regression", "message": "success rate dropped 20 percentage points"}
+    ]
+    # Baseline 2/10 and current 1/100: a 19-point drop.
+    history = [_alert_report("b", [(f"x{i}", i < 2, 10, 0.1) for i in range(10)])]
+    below = _alert_report("b", [(f"x{i}", i == 0, 10, 0.1) for i in range(100)])
+    assert "success_rate_regression" not in [alert["code"] for alert in compute_alerts(below, history, True)]
+
+
+def test_consecutive_failures_need_exactly_two_compatible_failed_reports() -> None:
+    current = _alert_report("b", [("x", False, 10, 0.1)])
+    two = [_alert_report("b", [("x", False, 10, 0.1)]), _alert_report("b", [("x", False, 10, 0.1)])]
+    assert ("consecutive_failures", "x/c failed three consecutive reports") in [
+        (alert["code"], alert["message"]) for alert in compute_alerts(current, two, True)
+    ]
+    one = two[:1]
+    assert "consecutive_failures" not in [alert["code"] for alert in compute_alerts(current, one, True)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -19,10 +19,7 @@ from schedules.building import (
 from tests.reference import golden_vectors
 
 GOLDEN = golden_vectors()
-BAD_COST = (
-    "EVALHUB_MAX_CAMPAIGN_COST_USD must be a positive decimal number of US dollars "
-    "such as 12 or 0.25, not {!r}"
-)
+BAD_COST = "EVALHUB_MAX_CAMPAIGN_COST_USD must be a positive decimal number of US dollars such as 12 or 0.25, not {!r}"
 
 # --- rotation day ----------------------------------------------------------------------------
 
@@ -44,9 +41,7 @@ def test_rotation_day_matches_the_reference(generated_at: str, expected: int) ->
         ("1969-01-02T00:00:00Z", 4),
     ],
 )
-def test_rotation_day_before_1970_floors_like_the_reference(
-    generated_at: str, expected: int
-) -> None:
+def test_rotation_day_before_1970_floors_like_the_reference(generated_at: str, expected: int) -> None:
     assert rotation_day(generated_at) == expected
 
 
@@ -78,20 +73,29 @@ def test_rotation_day_reads_offsets_dates_and_fractions(generated_at: str, expec
 
 def test_parse_timestamp_returns_an_aware_utc_datetime() -> None:
     parsed = parse_timestamp("2026-08-24T02:00:00.123456+02:00")
-    assert parsed == datetime(2026, 8, 24, 0, 0, 0, 123456, tzinfo=timezone.utc)
-    assert parsed.tzinfo is timezone.utc
-    assert parse_timestamp("2026-08-24") == datetime(2026, 8, 24, tzinfo=timezone.utc)
+    assert parsed == datetime(2026, 8, 24, 0, 0, 0, 123456, tzinfo=UTC)
+    assert parsed.tzinfo is UTC
+    assert parse_timestamp("2026-08-24") == datetime(2026, 8, 24, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
     "value",
-    ["", " ", "garbage", "1787529600000", "2026-8-24", "2026-08-24T00:00:00.Z",
-     "2026-08-24 00:00:00Z", "20260824T000000Z", " 2026-08-24T00:00:00Z", "2026-08-24T00:00:00+2"],
+    [
+        "",
+        " ",
+        "garbage",
+        "1787529600000",
+        "2026-8-24",
+        "2026-08-24T00:00:00.Z",
+        "2026-08-24 00:00:00Z",
+        "20260824T000000Z",
+        " 2026-08-24T00:00:00Z",
+        "2026-08-24T00:00:00+2",
+    ],
 )
 def test_text_that_is_not_an_iso_timestamp_is_refused(value: str) -> None:
     message = (
-        f"generated-at time {value!r} is not an ISO 8601 timestamp such as "
-        "2026-08-24T00:00:00Z, 2026-08-24T02:00:00+02:00 or 2026-08-24"
+        f"generated-at time {value!r} is not an ISO 8601 timestamp such as 2026-08-24T00:00:00Z, 2026-08-24T02:00:00+02:00 or 2026-08-24"
     )
     with pytest.raises(ScheduleError, match=f"^{re.escape(message)}$"):
         rotation_day(value)
@@ -102,9 +106,7 @@ def test_text_that_is_not_an_iso_timestamp_is_refused(value: str) -> None:
     ["2026-13-01", "2026-02-30", "2026-08-24T24:00:00Z", "2026-08-24T00:00:60Z", "0000-01-01"],
 )
 def test_impossible_dates_and_times_are_refused(value: str) -> None:
-    with pytest.raises(
-        ScheduleError, match=re.escape(f"generated-at time {value!r} is not a real date and time")
-    ):
+    with pytest.raises(ScheduleError, match=re.escape(f"generated-at time {value!r} is not a real date and time")):
         parse_timestamp(value)
 
 
@@ -131,9 +133,7 @@ def test_rotation_day_accepts_zero_to_six_as_int_or_digits(value: object, expect
     assert validate_rotation_day(value) == expected
 
 
-@pytest.mark.parametrize(
-    "value", [-1, 7, 100, True, False, 3.0, "-1", "7", "3.0", "", " 3", "x", None]
-)
+@pytest.mark.parametrize("value", [-1, 7, 100, True, False, 3.0, "-1", "7", "3.0", "", " 3", "x", None])
 def test_rotation_day_outside_zero_to_six_or_not_whole_is_refused(value: object) -> None:
     message = f"rotation day must be a whole number from 0 to 6, not {value!r}"
     with pytest.raises(ScheduleError, match=f"^{re.escape(message)}$"):
@@ -149,7 +149,8 @@ def golden_cost_input(key: str) -> str | None:
 
 
 @pytest.mark.parametrize(
-    ("key", "expected"), list(GOLDEN["campaign_cost_limit"].items()),
+    ("key", "expected"),
+    list(GOLDEN["campaign_cost_limit"].items()),
     ids=list(GOLDEN["campaign_cost_limit"]),
 )
 def test_campaign_cost_limit_matches_the_reference(key: str, expected: object) -> None:
@@ -178,19 +179,26 @@ def test_cost_limit_is_exact_decimal_not_float() -> None:
     assert parse_campaign_cost_limit("12.50") == Decimal("12.5")
 
 
-@pytest.mark.parametrize(
-    "value", ["1e2", "+5", "5.", ".5", "1,5", "5 USD", "0.00", "-0", "inf", "١٢"]
-)
+@pytest.mark.parametrize("value", ["1e2", "+5", "5.", ".5", "1,5", "5 USD", "0.00", "-0", "inf", "١٢"])
 def test_cost_limit_accepts_only_plain_positive_decimals(value: str) -> None:
     with pytest.raises(ScheduleError, match=f"^{re.escape(BAD_COST.format(value))}$"):
         parse_campaign_cost_limit(value)
 
 
 def test_absurdly_large_cost_limit_is_refused() -> None:
-    assert parse_campaign_cost_limit("1000000") == Decimal("1000000")
-    message = "EVALHUB_MAX_CAMPAIGN_COST_USD must be at most 1000000 US dollars, not '1000000.01'"
+    assert parse_campaign_cost_limit("999999.999999") == Decimal("999999.999999")
+    for value in ("1000000", "1000000.01"):
+        message = f"EVALHUB_MAX_CAMPAIGN_COST_USD must be at most 999999.999999 US dollars, not {value!r}"
+        with pytest.raises(ScheduleError, match=f"^{re.escape(message)}$"):
+            parse_campaign_cost_limit(value)
+
+
+def test_cost_limit_has_at_most_six_decimal_places_trailing_zeros_aside() -> None:
+    assert parse_campaign_cost_limit("0.000001") == Decimal("0.000001")
+    assert parse_campaign_cost_limit("12.5000000000") == Decimal("12.5")
+    message = "EVALHUB_MAX_CAMPAIGN_COST_USD has at most 6 decimal places (a millionth of a dollar), not '0.0000001'"
     with pytest.raises(ScheduleError, match=f"^{re.escape(message)}$"):
-        parse_campaign_cost_limit("1000000.01")
+        parse_campaign_cost_limit("0.0000001")
 
 
 def test_cost_limit_error_names_the_variable_it_was_read_from() -> None:

@@ -1,5 +1,5 @@
 """Building and selecting schedules: reproduces the reference's golden vectors exactly, and
-checks evalhub's decisions for inputs the reference refuses or mishandles (DESIGN.md)."""
+checks evalhub's decisions for inputs the reference refuses or mishandles (docs/DESIGN.md)."""
 
 from __future__ import annotations
 
@@ -54,8 +54,7 @@ def make_slots(count: int, *, candidates_per_slot: int = 1) -> list[dict[str, An
                     "id": f"s{slot}-c{index}",
                     "slotId": f"s{slot}",
                     "tier": "inexpensive" if slot == 0 else "strong",
-                    "budget": {"maxLatencyMs": 1000, "maxAttempts": 1, "maxCostUsd": 0.1,
-                               "maxTotalTokens": 10},
+                    "budget": {"maxLatencyMs": 1000, "maxAttempts": 1, "maxCostUsd": 0.1, "maxTotalTokens": 10},
                 }
                 for index in range(candidates_per_slot)
             ],
@@ -99,17 +98,12 @@ def test_schedule_reproduces_the_reference_output_exactly(vector: dict[str, Any]
 @pytest.mark.parametrize("day", range(7))
 def test_nightly_line_up_matches_the_reference_for_every_rotation_day(day: int) -> None:
     line_up = nightly_candidates(reference_manifest_slots(), day)
-    assert [candidate["id"] for candidate in line_up] == (
-        GOLDEN["resolved_nightly_candidates_by_day"][day]
-    )
+    assert [candidate["id"] for candidate in line_up] == (GOLDEN["resolved_nightly_candidates_by_day"][day])
 
 
 def test_upstream_spec_execution_ids_for_day_zero() -> None:
     schedule = build()
-    ids = {
-        (entry["caseId"], entry["candidateId"], entry["repetition"]): entry["executionId"]
-        for entry in schedule["entries"]
-    }
+    ids = {(entry["caseId"], entry["candidateId"], entry["repetition"]): entry["executionId"] for entry in schedule["entries"]}
     assert ids[("final-response", "codex-luna", 1)] == "rwe-453d278ebeaabe66"
     assert ids[("final-response", "codex-luna", 2)] == "rwe-f90426516d8ad456"
     assert ids[("final-response", "codex-luna", 3)] == "rwe-74d582f4ae889a0e"
@@ -117,16 +111,12 @@ def test_upstream_spec_execution_ids_for_day_zero() -> None:
 
 
 def test_execution_id_hashes_seed_day_case_candidate_and_repetition() -> None:
-    assert execution_id(DEFAULT_SEED, 0, "final-response", "codex-luna", 1) == (
-        "rwe-453d278ebeaabe66"
-    )
-    assert execution_id(DEFAULT_SEED, 0, "final-response", "codex-luna", 2) == (
-        "rwe-f90426516d8ad456"
-    )
+    assert execution_id(DEFAULT_SEED, 0, "final-response", "codex-luna", 1) == ("rwe-453d278ebeaabe66")
+    assert execution_id(DEFAULT_SEED, 0, "final-response", "codex-luna", 2) == ("rwe-f90426516d8ad456")
 
 
 def test_reference_catalog_gives_forty_entries() -> None:
-    # 4 core cases x 2 slots x 3 repetitions + 8 other cases x 2 slots x 1 (upstream spec 5.2).
+    # 4 core cases x 2 slots x 3 repetitions + 8 other cases x 2 slots x 1 (the reference's schedule).
     schedule = build()
     assert schedule["expectedExecutions"] == len(schedule["entries"]) == 40
 
@@ -191,9 +181,7 @@ def test_blank_seed_is_refused(seed: object) -> None:
 
 
 def test_overlong_seed_is_refused() -> None:
-    with pytest.raises(
-        ScheduleError, match=re.escape("schedule seed must be at most 200 characters, not 201")
-    ):
+    with pytest.raises(ScheduleError, match=re.escape("schedule seed must be at most 200 characters, not 201")):
         build(seed="x" * 201)
     assert build(seed="x" * 200)["seed"] == "x" * 200
 
@@ -220,9 +208,7 @@ def test_slot_without_candidates_is_refused_by_name() -> None:
 def test_duplicate_slot_id_is_refused() -> None:
     slots = make_slots(2)
     slots[1]["id"] = "s0"
-    with pytest.raises(
-        ScheduleError, match=re.escape("slot 's0' appears twice in the candidate manifest")
-    ):
+    with pytest.raises(ScheduleError, match=re.escape("slot 's0' appears twice in the candidate manifest")):
         nightly_candidates(slots, 0)
 
 
@@ -243,9 +229,7 @@ def test_candidate_whose_slot_id_disagrees_with_its_slot_is_refused() -> None:
 
 
 def test_no_cases_is_refused() -> None:
-    with pytest.raises(
-        ScheduleError, match=re.escape("a schedule needs at least one workflow case")
-    ):
+    with pytest.raises(ScheduleError, match=re.escape("a schedule needs at least one workflow case")):
         build(cases=[])
 
 
@@ -262,10 +246,7 @@ def test_case_repetitions_must_be_a_whole_number_from_one_to_a_hundred(
     repetitions: object,
 ) -> None:
     cases = [{"id": "final-response", "repetitions": repetitions}]
-    message = (
-        "workflow case 'final-response' repetitions must be a whole number from 1 to 100, "
-        f"not {repetitions!r}"
-    )
+    message = f"workflow case 'final-response' repetitions must be a whole number from 1 to 100, not {repetitions!r}"
     with pytest.raises(ScheduleError, match=re.escape(message)):
         build(cases=cases)
 
@@ -273,9 +254,7 @@ def test_case_repetitions_must_be_a_whole_number_from_one_to_a_hundred(
 # --- manifests with N != 5 slots (DESIGN: second slot = (first + ceil(N/2)) mod N) -----------
 
 
-@pytest.mark.parametrize(
-    ("slot_count", "offset"), [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3), (6, 3), (7, 4)]
-)
+@pytest.mark.parametrize(("slot_count", "offset"), [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3), (6, 3), (7, 4)])
 def test_second_slot_offset_is_half_the_slots_rounded_up(slot_count: int, offset: int) -> None:
     assert second_slot_offset(slot_count) == offset
 
@@ -332,10 +311,16 @@ def selection_summary(selected: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_golden_selection(selection: dict[str, Any]) -> dict[str, Any] | str:
+def selection_base() -> dict[str, Any]:
+    """The schedule the reference's selection vectors select from (``selectionsBase``)."""
+    base = GOLDEN["selectionsBase"]
+    return build(seed=base["seed"], rotation_day=base["rotationDay"], generated_at=base["generatedAt"])
+
+
+def run_golden_selection(selection: dict[str, Any], schedule: dict[str, Any] | None = None) -> dict[str, Any] | str:
     try:
         selected = select_schedule(
-            build(),
+            selection_base() if schedule is None else schedule,
             candidate_ids=selection.get("candidateIds", ()),
             case_ids=selection.get("caseIds", ()),
             limit=selection.get("limit"),
@@ -345,32 +330,12 @@ def run_golden_selection(selection: dict[str, Any]) -> dict[str, Any] | str:
     return json_round_trip(selection_summary(selected))
 
 
-GOLDEN_IDS_NOT_REPRODUCIBLE = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "golden-vectors.json records rwe-b1dae41f7e7807ec and rwe-bdc56495be58428e for "
-        "codex-luna limit 2, but no schedule in the golden vectors (nor the upstream-spec "
-        "day-0 ids rwe-453d278ebeaabe66, rwe-f90426516d8ad456) contains them; the schedule "
-        "the reference selected from is not recorded. Strict: passing means the input is known."
-    ),
-)
-
-
-@pytest.mark.parametrize(
-    "vector",
-    [
-        pytest.param(vector, marks=GOLDEN_IDS_NOT_REPRODUCIBLE)
-        if isinstance(vector["result"], dict)
-        else vector
-        for vector in GOLDEN["selections"]
-    ],
-    ids=[json.dumps(vector["selection"]) for vector in GOLDEN["selections"]],
-)
-def test_selection_matches_the_reference_on_the_day_zero_schedule(vector: dict[str, Any]) -> None:
+@pytest.mark.parametrize("vector", GOLDEN["selections"], ids=[json.dumps(vector["selection"]) for vector in GOLDEN["selections"]])
+def test_selection_matches_the_reference_on_its_base_schedule(vector: dict[str, Any]) -> None:
     result = run_golden_selection(vector["selection"])
     expected = vector["result"]
     if isinstance(expected, str):
-        # evalhub appends the week's line-up to the reference's message (DESIGN.md).
+        # evalhub appends the week's line-up to the reference's message (docs/DESIGN.md).
         assert isinstance(result, str) and result.startswith(expected)
     else:
         assert result == expected
@@ -379,7 +344,7 @@ def test_selection_matches_the_reference_on_the_day_zero_schedule(vector: dict[s
 def test_golden_candidate_selection_shape_matches_the_reference() -> None:
     expected = GOLDEN["selections"][0]
     assert expected["selection"] == {"candidateIds": ["codex-luna"], "limit": 2}
-    result = run_golden_selection(expected["selection"])
+    result = run_golden_selection(expected["selection"], build())
     assert isinstance(result, dict)
     assert result["expectedExecutions"] == expected["result"]["expectedExecutions"] == 2
     assert result["candidates"] == expected["result"]["candidates"] == ["codex-luna"]
@@ -391,14 +356,10 @@ def test_selection_keeps_schedule_order_and_shrinks_the_line_up() -> None:
     schedule = build()
     selected = select_schedule(schedule, case_ids=["final-response", "trace-lineage"])
     assert [(e["caseId"], e["candidateId"]) for e in selected["entries"]] == [
-        (e["caseId"], e["candidateId"])
-        for e in schedule["entries"]
-        if e["caseId"] in {"final-response", "trace-lineage"}
+        (e["caseId"], e["candidateId"]) for e in schedule["entries"] if e["caseId"] in {"final-response", "trace-lineage"}
     ]
     # final-response (index 0) meets slots 0 and 3; trace-lineage (index 11) slots 1 and 4.
-    assert [c["id"] for c in selected["candidates"]] == [
-        "codex-luna", "opencode-kimi", "acpx-claude-sonnet", "acpx-codex-sol"
-    ]
+    assert [c["id"] for c in selected["candidates"]] == ["codex-luna", "opencode-kimi", "acpx-claude-sonnet", "acpx-codex-sol"]
     assert selected["expectedExecutions"] == 8
     assert {key: selected[key] for key in ("schema", "seed", "rotationDay", "generatedAt")} == {
         key: schedule[key] for key in ("schema", "seed", "rotationDay", "generatedAt")
@@ -415,9 +376,9 @@ def test_selection_does_not_change_the_full_schedule() -> None:
 
 def test_duplicate_ids_in_a_selection_are_harmless() -> None:
     schedule = build()
-    assert select_schedule(
-        schedule, candidate_ids=["codex-luna", "codex-luna"], case_ids=["final-response"] * 2
-    ) == select_schedule(schedule, candidate_ids=["codex-luna"], case_ids=["final-response"])
+    assert select_schedule(schedule, candidate_ids=["codex-luna", "codex-luna"], case_ids=["final-response"] * 2) == select_schedule(
+        schedule, candidate_ids=["codex-luna"], case_ids=["final-response"]
+    )
 
 
 def test_unknown_candidate_error_names_the_week_and_its_line_up() -> None:
@@ -438,9 +399,7 @@ def test_unknown_case_is_refused() -> None:
 
 @pytest.mark.parametrize("limit", [0, -3, True, 2.0, "2"])
 def test_limit_must_be_a_positive_integer(limit: object) -> None:
-    with pytest.raises(
-        ScheduleError, match="^Runner live eval selection limit must be a positive integer$"
-    ):
+    with pytest.raises(ScheduleError, match="^Runner live eval selection limit must be a positive integer$"):
         select_schedule(build(), limit=limit)
 
 
@@ -450,9 +409,7 @@ def test_limit_larger_than_the_schedule_keeps_everything() -> None:
 
 def test_selection_that_matches_nothing_is_refused() -> None:
     # On day 0 rich-activity (index 1) meets slots 1 and 4: codex-luna never plays it.
-    with pytest.raises(
-        ScheduleError, match="^Runner live eval selection matched no scheduled executions$"
-    ):
+    with pytest.raises(ScheduleError, match="^Runner live eval selection matched no scheduled executions$"):
         select_schedule(build(), candidate_ids=["codex-luna"], case_ids=["rich-activity"])
 
 
@@ -468,3 +425,20 @@ def test_a_single_string_instead_of_a_list_of_ids_is_refused() -> None:
     message = "candidate ids must be a list of ids, not the single string 'codex-luna'"
     with pytest.raises(ScheduleError, match=re.escape(message)):
         select_schedule(build(), candidate_ids="codex-luna")  # type: ignore[arg-type]
+
+
+def test_built_ids_are_execution_ids_for_text_in_any_unicode_form() -> None:
+    # The build hashes a shared seed:day:case:candidate: prefix for ASCII ids and falls back to
+    # execution_id() (which hashes the identity's NFC form) for the rest: both must agree with it.
+    slots = reference_manifest_slots()
+    slots[0]["candidates"][0]["id"] = "codex-lun\u0061\u0301"  # NFD "luná"
+    cases = reference_cases()
+    cases[0]["id"] = "final-r\u00e9sponse"  # NFC
+    cases[1]["id"] = "caf\u0065\u0301"  # NFD
+    for day in range(7):
+        schedule = build_schedule(seed=DEFAULT_SEED, rotation_day=day, generated_at=GENERATED_AT, slots=slots, cases=cases)
+        for entry in schedule["entries"]:
+            assert entry["executionId"] == execution_id(DEFAULT_SEED, day, entry["caseId"], entry["candidateId"], entry["repetition"]), (
+                entry
+            )
+    assert execution_id(DEFAULT_SEED, 0, "caf\u0065\u0301", "x", 1) == execution_id(DEFAULT_SEED, 0, "caf\u00e9", "x", 1)

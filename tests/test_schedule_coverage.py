@@ -39,8 +39,7 @@ def make_slots(count: int, *, tiers: list[list[str]] | None = None) -> list[dict
         {
             "id": f"s{slot}",
             "candidates": [
-                {"id": f"s{slot}-c{index}", "slotId": f"s{slot}", "tier": tier,
-                 "budget": {"maxCostUsd": 0.1}}
+                {"id": f"s{slot}-c{index}", "slotId": f"s{slot}", "tier": tier, "budget": {"maxCostUsd": 0.1}}
                 for index, tier in enumerate(tiers[slot])
             ],
         }
@@ -59,11 +58,14 @@ def test_invariants_are_listed_in_the_reference_order_with_descriptions() -> Non
 
 
 def test_week_is_built_from_the_twenty_fourth_to_the_thirtieth_of_august() -> None:
-    week = week_schedules(seed=DEFAULT_SEED, slots=reference_manifest_slots(),
-                          cases=reference_cases())
+    week = week_schedules(seed=DEFAULT_SEED, slots=reference_manifest_slots(), cases=reference_cases())
     assert [s["generatedAt"] for s in week] == [
-        "2026-08-24T00:00:00.000Z", "2026-08-25T00:00:00.000Z", "2026-08-26T00:00:00.000Z",
-        "2026-08-27T00:00:00.000Z", "2026-08-28T00:00:00.000Z", "2026-08-29T00:00:00.000Z",
+        "2026-08-24T00:00:00.000Z",
+        "2026-08-25T00:00:00.000Z",
+        "2026-08-26T00:00:00.000Z",
+        "2026-08-27T00:00:00.000Z",
+        "2026-08-28T00:00:00.000Z",
+        "2026-08-29T00:00:00.000Z",
         "2026-08-30T00:00:00.000Z",
     ]
     assert [s["rotationDay"] for s in week] == list(range(7))
@@ -128,8 +130,7 @@ def test_coverage_of_an_empty_manifest_is_an_error_not_a_pass() -> None:
 
 
 def test_coverage_matrix_follows_the_rotation_for_final_response() -> None:
-    matrix = coverage_matrix(seed=DEFAULT_SEED, slots=reference_manifest_slots(),
-                             cases=reference_cases())
+    matrix = coverage_matrix(seed=DEFAULT_SEED, slots=reference_manifest_slots(), cases=reference_cases())
     assert list(matrix) == [case["id"] for case in reference_cases()]
     # Case index 0 on day d: slots (0 + d) mod 5 and that plus 3, listed in slot order.
     assert matrix["final-response"] == [
@@ -145,8 +146,7 @@ def test_coverage_matrix_follows_the_rotation_for_final_response() -> None:
 
 def test_coverage_matrix_shows_every_case_meeting_every_slot_over_the_week() -> None:
     slot_ids = {slot["id"] for slot in reference_manifest_slots()}
-    matrix = coverage_matrix(seed=DEFAULT_SEED, slots=reference_manifest_slots(),
-                             cases=reference_cases())
+    matrix = coverage_matrix(seed=DEFAULT_SEED, slots=reference_manifest_slots(), cases=reference_cases())
     for days in matrix.values():
         assert len(days) == 7
         assert all(len(day) == 2 for day in days)
@@ -154,9 +154,13 @@ def test_coverage_matrix_shows_every_case_meeting_every_slot_over_the_week() -> 
 
 
 def test_day_zero_load_per_candidate_matches_the_upstream_spec() -> None:
-    schedule = build_schedule(seed=DEFAULT_SEED, rotation_day=0,
-                              generated_at="2026-08-24T00:00:00.000Z",
-                              slots=reference_manifest_slots(), cases=reference_cases())
+    schedule = build_schedule(
+        seed=DEFAULT_SEED,
+        rotation_day=0,
+        generated_at="2026-08-24T00:00:00.000Z",
+        slots=reference_manifest_slots(),
+        cases=reference_cases(),
+    )
     assert slot_load(schedule) == {
         "codex-luna": 7,
         "opencode-kimi": 11,
@@ -167,8 +171,60 @@ def test_day_zero_load_per_candidate_matches_the_upstream_spec() -> None:
 
 
 def test_load_of_a_selection_counts_only_the_selected_entries() -> None:
-    schedule = build_schedule(seed=DEFAULT_SEED, rotation_day=0,
-                              generated_at="2026-08-24T00:00:00.000Z",
-                              slots=reference_manifest_slots(), cases=reference_cases())
+    schedule = build_schedule(
+        seed=DEFAULT_SEED,
+        rotation_day=0,
+        generated_at="2026-08-24T00:00:00.000Z",
+        slots=reference_manifest_slots(),
+        cases=reference_cases(),
+    )
     selected = select_schedule(schedule, case_ids=["final-response"])
     assert slot_load(selected) == {"codex-luna": 3, "acpx-claude-sonnet": 3}
+
+
+def coverage_of_built_week(*, slots: list[dict[str, Any]], cases: list[dict[str, Any]], reachable: bool) -> dict[str, bool]:
+    """The four invariants read off the seven built schedules, entry by entry, the way the
+    reference's ``runnerLiveScheduleCoverage`` reads them (the oracle for the arithmetic)."""
+    week = week_schedules(seed=DEFAULT_SEED, slots=slots, cases=cases)
+    slot_ids = [slot["id"] for slot in slots]
+    all_candidates = {candidate["id"] for slot in slots for candidate in slot["candidates"]}
+    seen = {entry["candidateId"] for schedule in week for entry in schedule["entries"]}
+    met = {case["id"]: {entry["slotId"] for s in week for entry in s["entries"] if entry["caseId"] == case["id"]} for case in cases}
+    target = min(len(slots), 14) if reachable else len(slots)
+
+    def tiers(schedule: dict[str, Any]) -> set[str]:
+        played = {entry["candidateId"] for entry in schedule["entries"]}
+        return {candidate["tier"] for candidate in schedule["candidates"] if candidate["id"] in played}
+
+    return {
+        "everySlotNightly": all({entry["slotId"] for entry in s["entries"]} == set(slot_ids) for s in week),
+        "everyConcreteCandidateInRotation": all_candidates <= seen,
+        "everyWorkflowCoversEverySlot": all(len(slots_met) >= target for slots_met in met.values()),
+        "strongAndInexpensiveNightly": all({"strong", "inexpensive"} <= tiers(s) for s in week),
+    }
+
+
+@pytest.mark.parametrize("reachable", [False, True])
+def test_coverage_arithmetic_agrees_with_the_built_week_over_many_catalogs(reachable: bool) -> None:
+    # schedule_coverage works the week out from slot positions without building it: every shape
+    # of catalog here (1..17 slots, 1..9 candidates in a slot, both tiers or one, 1..30 cases with
+    # 1..3 repetitions) must give what the built schedules say, and the shapes must reach both
+    # answers of every invariant (or the comparison would prove little).
+    import random
+
+    chooser = random.Random(15)
+    answers: dict[str, set[bool]] = {name: set() for name in COVERAGE_INVARIANTS}
+    for _ in range(300):
+        slot_count = chooser.randint(1, 17)
+        tiers = [[chooser.choice(["strong", "inexpensive"]) for _ in range(chooser.randint(1, 9))] for _ in range(slot_count)]
+        slots = make_slots(slot_count, tiers=tiers)
+        cases = [{"id": f"case-{index}", "repetitions": chooser.randint(1, 3)} for index in range(chooser.randint(1, 30))]
+        expected = coverage_of_built_week(slots=slots, cases=cases, reachable=reachable)
+        assert schedule_coverage(seed=DEFAULT_SEED, slots=slots, cases=cases, reachable=reachable) == expected, (slot_count, tiers, cases)
+        for name, value in expected.items():
+            answers[name].add(value)
+    if reachable:
+        # Two slots a night and the second ceil(N/2) after the first: every case reaches
+        # min(N, 14) slots in a week whatever the catalog, so this invariant only ever holds.
+        assert answers.pop("everyWorkflowCoversEverySlot") == {True}
+    assert all(seen == {True, False} for seen in answers.values()), answers

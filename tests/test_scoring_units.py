@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from runs.observation_schema import (
+from runs.evaluation.observation_schema import (
     BASE_OBSERVATION_JSON_SCHEMA,
     OBSERVATION_JSON_SCHEMA,
     SECRET_SHAPED_MESSAGE,
@@ -29,8 +29,8 @@ from runs.observation_schema import (
     reference_validation_error,
     validate_observation,
 )
-from runs.observations import unavailable_observation
-from runs.scoring import (
+from runs.evaluation.observations import unavailable_observation
+from runs.evaluation.scoring import (
     CANDIDATE_FAILED_REASON,
     DEFAULT_WEIGHTS,
     DIMENSIONS,
@@ -43,13 +43,13 @@ from runs.scoring import (
     round_half_up,
     score_observation,
 )
-from tests.reference import REPO_ROOT, reference_cases, reference_dir
+from tests.reference import REPO_ROOT, reference_cases, scoring_vectors
 
 OPTIONS = {"bundleId": "runner-live-v2-ede6023f7ccf4a1f"}
 
 
 def vector_observation(vector_id: str) -> dict[str, Any]:
-    vectors = json.loads((reference_dir() / "scoring-vectors.json").read_text(encoding="utf-8"))
+    vectors = scoring_vectors()
     return copy.deepcopy(next(item for item in vectors["observations"] if item["id"] == vector_id)["observation"])
 
 
@@ -233,21 +233,31 @@ def test_blank_means_blank_to_javascripts_trim() -> None:
     assert validate_observation(observation) == []
 
 
-def test_an_observation_invalid_only_to_evalhub_gets_a_summary_message() -> None:
+def test_an_observation_scoring_cannot_read_gets_a_summary_message() -> None:
+    observation = completed()
+    del observation["base"]["observedCalls"]
+    observation["base"]["trace"]["runId"] = 5
+    observation["metrics"]["attempts"] = -1  # ignored by scoring, but still listed among the problems
+    with pytest.raises(ObservationError) as raised:
+        check_observation(observation)
+    assert str(raised.value) == "observation is invalid: base.observedCalls is required; base.trace.runId must be a string"
+    assert raised.value.problems == [
+        "metrics.attempts must be at least 0",
+        "base.observedCalls is required",
+        "base.trace.runId must be a string",
+    ]
+    assert isinstance(raised.value, ValueError)
+
+
+def test_what_scoring_does_not_read_is_accepted_with_a_note() -> None:
     observation = completed()
     observation["metrics"]["attempts"] = -1
     observation["base"]["finalState"]["observed"] = "gone"
-    with pytest.raises(ObservationError) as raised:
-        check_observation(observation)
-    assert str(raised.value) == (
-        "observation is invalid: metrics.attempts must be at least 0; "
-        "base.finalState.observed must be one of: unchanged, mutated"
-    )
-    assert raised.value.problems == [
-        "metrics.attempts must be at least 0",
-        "base.finalState.observed must be one of: unchanged, mutated",
+    assert check_observation(observation) == [
+        "accepted as the reference scorer accepts it: metrics.attempts must be at least 0",
+        "accepted as the reference scorer accepts it: base.finalState.observed must be one of: unchanged, mutated",
     ]
-    assert isinstance(raised.value, ValueError)
+    assert check_observation(completed()) == []
 
 
 def test_evalhubs_own_unavailable_observations_are_valid_and_unscored() -> None:
@@ -315,9 +325,7 @@ def test_all_weights_zero_gives_an_overall_score_of_zero() -> None:
 def test_no_budget_scores_efficiency_one_with_a_reason() -> None:
     observation = completed()
     observation["base"]["budget"] = {}
-    assert dimension(score_observation(observation, OPTIONS), "quality_efficiency")["reasons"] == [
-        "no efficiency budget declared"
-    ]
+    assert dimension(score_observation(observation, OPTIONS), "quality_efficiency")["reasons"] == ["no efficiency budget declared"]
 
 
 def test_a_limit_without_an_observed_value_counts_as_a_miss() -> None:
@@ -368,9 +376,7 @@ def test_wire_events_supply_the_trace_when_present() -> None:
     assert dimension(score_observation(observation, OPTIONS), "trace_completeness")["score"] == 1
 
     trace["wireEvents"][0] = _tool_result("create_task", "receipt-1")  # receipt for another call
-    assert dimension(score_observation(observation, OPTIONS), "trace_completeness")["reasons"] == [
-        "trace missing receipt-per-call"
-    ]
+    assert dimension(score_observation(observation, OPTIONS), "trace_completeness")["reasons"] == ["trace missing receipt-per-call"]
 
 
 def test_a_stop_reason_on_the_wire_must_be_a_valid_receipt() -> None:
@@ -387,14 +393,14 @@ def test_a_stop_reason_on_the_wire_must_be_a_valid_receipt() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({}, "scoring options need a non-empty bundleId"),
-        ({"bundleId": "  "}, "scoring options need a non-empty bundleId"),
-        ({**OPTIONS, "weight": {}}, "unknown scoring option(s): weight; expected bundleId, weights, thresholds"),
-        ({**OPTIONS, "weights": {"presentation": 1}}, "weights: unknown dimension 'presentation'; expected one of "),
-        ({**OPTIONS, "weights": {"hard_invariants": 1}}, "weights.hard_invariants: a gate dimension always weighs 0"),
-        ({**OPTIONS, "weights": {"semantic_outcome": -0.5}}, "weights.semantic_outcome must be 0 or more, got -0.5"),
+        (None, "scoring options must be an object with a bundleId"),
+        ({}, "scoring options need a bundleId (text)"),
+        ({"bundleId": 7}, "scoring options need a bundleId (text)"),
+        ({**OPTIONS, "weights": {"semantic_outcome": None}}, "weights.semantic_outcome must be a finite number, not null"),
+        ({**OPTIONS, "weights": {"semantic_outcome": "0.5"}}, "weights.semantic_outcome must be a finite number"),
         ({**OPTIONS, "thresholds": {"semantic_outcome": True}}, "thresholds.semantic_outcome must be a finite number"),
-        ({**OPTIONS, "thresholds": [0.5]}, "scoring option thresholds must be an object mapping dimensions to numbers"),
+        ({**OPTIONS, "weights": {"semantic_outcome": 10**400}}, "weights.semantic_outcome is too large"),
+        ({**OPTIONS, "weights": {"semantic_outcome": 1e308, "trajectory_restraint": 1e308}}, "weights are too large"),
     ],
 )
 def test_invalid_options_are_refused(options: dict[str, Any], message: str) -> None:
@@ -414,7 +420,7 @@ def test_the_scoring_version_is_a_scorecard_v2_revision() -> None:
 # --- purity ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", ["runs/scoring.py", "runs/observation_schema.py"])
+@pytest.mark.parametrize("module", ["runs/evaluation/scoring.py", "runs/evaluation/observation_schema.py"])
 def test_the_scoring_core_imports_nothing_from_django(module: str) -> None:
     tree = ast.parse((REPO_ROOT / module).read_text(encoding="utf-8"))
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
@@ -424,7 +430,7 @@ def test_the_scoring_core_imports_nothing_from_django(module: str) -> None:
 
 def test_the_scoring_core_loads_without_django_settings() -> None:
     code = (
-        "import sys, runs.scoring; "
+        "import sys, runs.evaluation.scoring; "
         "assert not [m for m in sys.modules if m == 'django.db' or m.startswith('django.db.')], 'django.db loaded'"
     )
     subprocess.run([sys.executable, "-c", code], cwd=Path(REPO_ROOT), check=True, env={"PATH": ""})

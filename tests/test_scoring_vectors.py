@@ -9,25 +9,13 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import cache
 from typing import Any
 
 import pytest
 
-from runs.observation_schema import reference_validation_error, validate_observation
-from runs.scoring import ObservationError, score_observation
-from tests.reference import reference_dir
-
-
-@cache
-def _read_scoring_vectors() -> dict[str, Any]:
-    return json.loads((reference_dir() / "scoring-vectors.json").read_text(encoding="utf-8"))
-
-
-def scoring_vectors() -> dict[str, Any]:
-    """A fresh deep copy of ``scoring-vectors.json`` (tests may change what they get)."""
-    return copy.deepcopy(_read_scoring_vectors())
-
+from runs.evaluation.observation_schema import reference_validation_error, validate_observation
+from runs.evaluation.scoring import ObservationError, score_observation
+from tests.reference import scoring_vectors
 
 OBSERVATION_VECTORS = scoring_vectors()["observations"]
 SCORECARD_VECTORS = [vector for vector in OBSERVATION_VECTORS if "scorecard" in vector]

@@ -1,4 +1,4 @@
-"""Secret-shaped data is found, refused and redacted (known-failure-modes B8 and B12).
+"""Secret-shaped data is found, refused and redacted (docs/failure-modes.md B8 and B12).
 
 Every secret here is synthetic and assembled by concatenation, so this file does not itself
 carry key-shaped literals for scanners to trip over.
@@ -19,27 +19,26 @@ from django.core.exceptions import ValidationError
 if not settings.configured:  # run without pytest-django: lazy messages need settings
     settings.configure(USE_I18N=False)
 
-from candidates.secrets import (  # noqa: E402
+from evalhub.logging import RedactSecretsFilter
+from evalhub.secrets import (
     REDACTION,
     SecretFinding,
     contains_secret,
     find_secrets,
     redact,
     redact_data,
-    secret_error_for,
     secret_kinds,
-    validate_no_secrets,
 )
-from evalhub.logging import RedactSecretsFilter  # noqa: E402
+from evalhub.validation import secret_error_for, validate_no_secrets
 
 # --- synthetic secrets --------------------------------------------------------------------
 
-# known-failure-modes B12 (d): exact strings.
+# docs/failure-modes.md B12 (d): exact strings.
 B12_OPENAI = "sk-" + "proj-" + "FAKEfakeFAKE_0123456789-abcdefghijklmnop"
 B12_JWT = "eyJhbGciOiJIUzI1NiJ9" + "." + "eyJzdWIiOiJ4In0" + "." + "c2lnbmF0dXJl"
 B12_BEARER = "Bearer " + B12_JWT
 B12_AWS = "AKIA" + "IOSFODNN7EXAMPLE"
-# known-failure-modes B8 (d): a value where a name belongs.
+# docs/failure-modes.md B8 (d): a value where a name belongs.
 B8_OPENAI = "sk-" + "proj-" + "FAKE0123456789abcdefghij"
 
 ALNUM = "A1b2"
@@ -113,14 +112,101 @@ POSITIVES: list[tuple[str, str]] = [
     ("Private key", pem("OPENSSH", end=False)),
     ("Private key", pem("EC", newline="\\n")),  # as it appears inside JSON text
     ("Private key", pem().lower()),
+    # Current formats of model providers, clouds, code hosts and package registries.
+    ("Anthropic API key", "sk-" + "ant-oat01-" + ALNUM * 10),
+    ("OpenAI API key", "sk-" + "admin-" + ALNUM * 6),
+    ("Google OAuth refresh token", "1//0" + (ALNUM + "_-") * 8),
+    ("Together AI API key", "tgp_" + "v1_" + ALNUM * 11),
+    ("Fireworks AI API key", "fw_" + ALNUM * 6),
+    ("Cerebras API key", "csk-" + "a1b2" * 12),
+    ("NVIDIA API key", "nvapi-" + (ALNUM + "_-") * 11),
+    ("AWS Bedrock API key", "ABSK" + "QmVkcm9ja0FQSUtleS" + ALNUM * 12),
+    ("AWS Bedrock API key", "bedrock-" + "api-key-" + "YmVkcm9jay5hbWF6b25hd3MuY29t" + ALNUM * 4),
+    ("LangSmith API key", "lsv2_" + "pt_" + HEX * 2 + "_" + HEX[:10]),
+    ("Pinecone API key", "pcsk_" + ALNUM * 10 + "_" + ALNUM * 4),
+    ("ElevenLabs API key", "sk_" + HEX * 3),
+    ("Anyscale API key", "esecret_" + ALNUM * 6),
+    ("HashiCorp Vault token", "hvs." + ALNUM * 24),
+    ("Terraform Cloud token", ALNUM * 3 + "A1" + ".atlasv1." + ALNUM * 16),
+    ("Heroku API key", "HRKU-" + ALNUM * 8),
+    ("Fly.io token", "fo1_" + ALNUM * 11),
+    ("Render API key", "rnd_" + ALNUM * 8),
+    ("Supabase key", "sbp_" + HEX * 2 + "01234567"),
+    ("Supabase key", "sb_" + "secret_" + ALNUM * 6),
+    ("PlanetScale token", "pscale_" + "tkn_" + ALNUM * 8),
+    ("Pulumi access token", "pul-" + HEX * 2 + "01234567"),
+    ("Doppler token", "dp." + "pt." + ALNUM * 11),
+    ("1Password service account token", "ops_" + "eyJ" + ALNUM * 26),
+    ("age secret key", "AGE-SECRET-" + "KEY-1" + "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"[:29] * 2),
+    ("GitLab token", "glpat-" + ALNUM * 7 + ".01.0z1a2b3c"),
+    ("GitLab token", "glffct-" + ALNUM * 6),
+    ("Bitbucket app password", "ATBB" + ALNUM * 8),
+    ("Atlassian API token", "ATATT3" + "xFfGF0" + (ALNUM + "_-=") * 8),
+    ("Azure DevOps token", ALNUM * 19 + "AZDO" + ALNUM),
+    ("Docker Hub token", "dckr_" + "pat_" + ALNUM * 7),
+    ("RubyGems API key", "rubygems_" + HEX * 3),
+    ("crates.io token", "cio" + ALNUM * 8),
+    ("NuGet API key", "oy2" + "a1b2c3" * 7 + "d"),
+    ("Sourcegraph token", "sgp_" + HEX + "_" + HEX * 2 + "01234567"),
+    ("Netlify token", "nfp_" + ALNUM * 9),
+    ("Linear API key", "lin_" + "api_" + ALNUM * 10),
+    ("Postman API key", "PMAK-" + HEX + "01234567" + "-" + HEX * 2 + "ab"),
+    ("Figma token", "figd_" + ALNUM * 10),
+    ("Grafana token", "glc_" + ALNUM * 8),
+    ("Grafana token", "glsa_" + ALNUM * 8 + "_" + "0a1b2c3d"),
+    ("Sentry token", "sntrys_" + "eyJ" + ALNUM * 10),
+    ("Mailgun API key", "key-" + HEX * 2),
+    ("Notion token", "ntn_" + ALNUM * 10),
+    ("Notion token", "secret_" + ALNUM * 10 + "abc"),
+    ("New Relic API key", "NRAK-" + "A1B2C3D4E" * 3),
+    ("Dynatrace token", "dt0c01." + "A1B2" * 6 + "." + "A1B2" * 16),
+    ("Mapbox secret token", "sk." + "eyJ" + ALNUM * 5 + "." + ALNUM * 6),
+    ("Contentful token", "CFPAT-" + (ALNUM * 11)[:43]),
+]
+
+# (kind, text as pasted, the key as it reads): copy-paste and obfuscation leave a key a key.
+FULLWIDTH = {ord(char): ord(char) + 0xFEE0 for char in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"}
+B12_GITHUB = "ghp_" + ALNUM * 9
+OBFUSCATED: list[tuple[str, str, str]] = [
+    ("OpenAI API key", B8_OPENAI.translate(FULLWIDTH), B8_OPENAI),  # full-width compatibility forms
+    ("OpenAI API key", "".join(chr(0x1D41A + ord(c) - 97) if "a" <= c <= "z" else c for c in B8_OPENAI), B8_OPENAI),  # math bold
+    ("OpenAI API key", B8_OPENAI[:12] + "\u200b" + B8_OPENAI[12:], B8_OPENAI),  # zero-width space inside
+    ("OpenAI API key", B8_OPENAI[:12] + "\u2060" + B8_OPENAI[12:], B8_OPENAI),  # word joiner
+    ("OpenAI API key", B8_OPENAI[:5] + "\u00ad" + B8_OPENAI[5:], B8_OPENAI),  # soft hyphen
+    ("OpenAI API key", B8_OPENAI[:9] + "\ufeff\u200d" + B8_OPENAI[9:], B8_OPENAI),  # BOM and joiner
+    ("OpenAI API key", B8_OPENAI.replace("-", "\u2011"), B8_OPENAI),  # non-breaking hyphens
+    ("GitHub token", B12_GITHUB[:10] + "\u200c" + B12_GITHUB[10:], B12_GITHUB),
+    ("GitHub token", B12_GITHUB.translate(FULLWIDTH), B12_GITHUB),
+    ("AWS access key ID", B12_AWS[:8] + "\u200b" + B12_AWS[8:], B12_AWS),
+    ("Anthropic API key", ("sk-" + "ant-api03-" + ALNUM * 5).translate(FULLWIDTH), "sk-" + "ant-api03-" + ALNUM * 5),
+    ("Bearer token", "Bearer " + B12_JWT[:10] + "\u200b" + B12_JWT[10:], B12_JWT),
+]
+
+# (kind, text, the key): a key glued to an identifier, a variable name or a word is still a key.
+GLUED: list[tuple[str, str, str]] = [
+    ("OpenAI API key", "OPENAI_" + B12_OPENAI, B12_OPENAI),
+    ("OpenAI API key", "OPENAI_API_KEY" + B12_OPENAI, B12_OPENAI),
+    ("OpenAI API key", "key" + B8_OPENAI, B8_OPENAI),
+    ("OpenAI API key", "OPENAI_" + "sk-" + ALNUM * 5, "sk-" + ALNUM * 5),
+    ("Anthropic API key", "ANTHROPIC_API_KEY" + "sk-" + "ant-api03-" + ALNUM * 5, "sk-" + "ant-api03-" + ALNUM * 5),
+    ("OpenRouter API key", "token" + "sk-" + "or-v1-" + HEX * 4, "sk-" + "or-v1-" + HEX * 4),
+    ("GitHub token", "GITHUB_TOKEN" + B12_GITHUB, B12_GITHUB),
+    ("GitHub token", "GH_" + B12_GITHUB, B12_GITHUB),
+    ("GitLab token", "GITLAB_" + "glpat-" + ALNUM * 5, "glpat-" + ALNUM * 5),
+    ("Hugging Face token", "HF_TOKEN_" + "hf_" + "AbCd" * 8 + "Ef", "hf_" + "AbCd" * 8 + "Ef"),
+    ("Groq API key", "GROQ" + "gsk_" + ALNUM * 13, "gsk_" + ALNUM * 13),
+    ("Google API key", "GEMINI_" + "AIza" + "Sy" + (ALNUM + "_-") * 5 + "ABC", "AIza" + "Sy" + (ALNUM + "_-") * 5 + "ABC"),
 ]
 
 # (kind, text, secret part): shapes whose finding is only part of the text.
 PARTIAL_POSITIVES: list[tuple[str, str, str]] = [
     ("URL with embedded password", "https://user:" + "s3cr3tP4ss" + "@example.com/x", "s3cr3tP4ss"),
     ("URL with embedded password", "postgres://app:" + "hunter2hunter2" + "@db:5432/app", "hunter2hunter2"),
-    ("HTTP Basic credentials", "Authorization: Basic " + base64.b64encode(b"user:pa55word").decode(),
-     base64.b64encode(b"user:pa55word").decode()),
+    (
+        "HTTP Basic credentials",
+        "Authorization: Basic " + base64.b64encode(b"user:pa55word").decode(),
+        base64.b64encode(b"user:pa55word").decode(),
+    ),
     ("npm token", "//registry.npmjs.org/:_authToken=" + HEX * 2 + "-abcd", HEX * 2 + "-abcd"),
     ("Discord webhook URL", "https://discord.com/api/webhooks/123456789012345678/" + ALNUM * 17, ALNUM * 17),
     ("AWS secret access key", 'aws_secret_access_key = "' + ALNUM * 10 + '"', ALNUM * 10),
@@ -169,6 +255,43 @@ NEGATIVES: list[str] = [
     "-----BEGIN PUBLIC KEY-----",
     "idempotency_key: rwe-453d278ebeaabe66",
     "",
+    # Environment variable NAMES, whatever prefix they start with, in any width.
+    "TOGETHER_API_KEY",
+    "FIREWORKS_API_KEY",
+    "CEREBRAS_API_KEY",
+    "NVIDIA_API_KEY",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "GITLAB_TOKEN",
+    "CI_JOB_TOKEN",
+    "BITBUCKET_APP_PASSWORD",
+    "ATBB_APP_PASSWORD_FOR_THE_BUILD_SERVER_2024_X",
+    "ATATT3_TOKEN_NAME_THAT_IS_ONLY_A_VARIABLE_NAME_FOR_THE_TESTS",
+    "X" * 76 + "AZDO" + "TEST",
+    "AZURE_DEVOPS_EXT_PAT",
+    "DOCKER_PAT",
+    "NPM_TOKEN",
+    "PYPI_API_TOKEN",
+    "CARGO_REGISTRY_TOKEN",
+    "NUGET_API_KEY",
+    "SK_LIVE_STRIPE_KEY",
+    "OPENAI_SK_PROJ_KEY",
+    "GHP_TOKEN",
+    "SECRET_KEY",
+    "DJANGO_SECRET_KEY",
+    "OPENAI_API_KEY".translate({ord(c): ord(c) + 0xFEE0 for c in "OPENAIAPIKEY_"}),
+    "OPENAI\u200b_API_KEY",
+    '{"required_env": ["TOGETHER_API_KEY", "FIREWORKS_API_KEY", "GITLAB_TOKEN"]}',
+    # Words and ids that merely contain a prefix.
+    "social-media-campaign-for-the-precious-glossary-2025",
+    "the key-value store keeps keyboard-layout-settings-for-everyone",
+    "fw_update_available_for_the_device_firmware",
+    "pa-inexpensive-candidate-for-the-long-running-slot-key",
+    "sk_learn_compatibility_layer_and_more",
+    "dp.pt.example",
+    "codex-strong.gpt-5.6-luna",
+    "opencode-inexpensive",
 ]
 
 
@@ -237,7 +360,7 @@ def test_findings_are_sorted_non_overlapping_and_carry_no_value() -> None:
     findings = find_secrets(text)
 
     assert findings == sorted(findings, key=lambda finding: finding.start)
-    assert all(left.end <= right.start for left, right in zip(findings, findings[1:]))
+    assert all(left.end <= right.start for left, right in zip(findings, findings[1:], strict=False))
     # The JWT inside the Bearer header is merged into one finding, named after the longer match.
     assert [finding.kind for finding in findings] == ["AWS access key ID", "Bearer token", "GitHub token"]
     assert findings[0] == SecretFinding("AWS access key ID", 2, 22)
@@ -247,17 +370,50 @@ def test_findings_are_sorted_non_overlapping_and_carry_no_value() -> None:
 def test_the_reference_regexes_never_find_more_than_we_do() -> None:
     manifest = re.compile(r"\b(?:sk-[A-Za-z0-9]{16,}|Bearer\s+\S{16,}|AKIA[0-9A-Z]{16})\b", re.ASCII)
     observation = re.compile(r"\b(?:sk-[A-Za-z0-9]{16,}|Bearer\s+\S{16,})\b", re.ASCII | re.IGNORECASE)
-    texts = [secret for _, secret in POSITIVES] + NEGATIVES + [
-        "SK-" + ALNUM * 4 + "_tail",
-        "sk-" + ALNUM * 4 + "é",
-        "bearer " + "-" * 15 + "x",
-        "x" + B12_AWS,
-    ]
+    texts = (
+        [secret for _, secret in POSITIVES]
+        + NEGATIVES
+        + [
+            "SK-" + ALNUM * 4 + "_tail",
+            "sk-" + ALNUM * 4 + "é",
+            "bearer " + "-" * 15 + "x",
+            "x" + B12_AWS,
+        ]
+    )
     for text in texts:
         covered = {i for finding in find_secrets(text) for i in range(finding.start, finding.end)}
         for regex in (manifest, observation):
             for match in regex.finditer(text):
                 assert set(range(*match.span())) <= covered, (regex.pattern, match.span())
+
+
+@pytest.mark.parametrize(("kind", "text", "key"), OBFUSCATED, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(OBFUSCATED)])
+def test_a_key_in_compatibility_forms_or_with_invisible_characters_is_found(kind: str, text: str, key: str) -> None:
+    pasted = f"key: {text} end"
+
+    assert [finding.kind for finding in find_secrets(pasted)] == [kind]
+    assert secret_kinds({"note": pasted}) == [kind]
+    assert redact(pasted) == "key: [REDACTED] end"
+    with pytest.raises(ValidationError, match=kind):
+        validate_no_secrets(pasted)
+    # Escaped in JSON (\\uXXXX, as Python's json writes non-ASCII), it is found too.
+    document = json.dumps({"note": pasted})
+    assert json.loads(redact(document)) == {"note": "key: [REDACTED] end"}
+
+
+@pytest.mark.parametrize(("kind", "text", "key"), GLUED, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(GLUED)])
+def test_a_key_glued_to_a_prefix_is_found(kind: str, text: str, key: str) -> None:
+    assert [finding.kind for finding in find_secrets(text)] == [kind]
+    assert redact(text) == text.replace(key, REDACTION)
+
+
+def test_folding_keeps_the_offsets_of_the_original_text() -> None:
+    text = "é " + B8_OPENAI.translate(FULLWIDTH) + " ﬁn"
+
+    [finding] = find_secrets(text)
+
+    assert (finding.start, finding.end) == (2, 2 + len(B8_OPENAI))
+    assert redact(text) == "é [REDACTED] ﬁn"
 
 
 def test_bearer_with_a_template_is_flagged_like_the_reference() -> None:
@@ -332,10 +488,13 @@ def test_error_names_the_kind_but_never_echoes_the_value(kind: str, secret: str)
 
 
 def test_validator_message_tells_what_to_store_instead() -> None:
-    with pytest.raises(ValidationError, match=re.escape(
-        "This looks like a secret (OpenAI API key). Store the name of the environment variable "
-        "that holds it (such as OPENAI_API_KEY), never the value."
-    )):
+    with pytest.raises(
+        ValidationError,
+        match=re.escape(
+            "This looks like a secret (OpenAI API key). Store the name of the environment variable "
+            "that holds it (such as OPENAI_API_KEY), never the value."
+        ),
+    ):
         validate_no_secrets(B12_OPENAI)
 
 

@@ -1,4 +1,4 @@
-"""Two writers at once: no "database is locked", nothing lost, nothing done twice (B1, B6).
+"""Two writers at once: no "database is locked", nothing lost, nothing done twice (docs/failure-modes.md B1, docs/failure-modes.md B6).
 
 The test database of the suite is in-memory SQLite (or PostgreSQL with ``DATABASE_URL``), so the
 SQLite races run in a child process against a *file* database configured by the real settings
@@ -37,10 +37,9 @@ if not PYTHON.exists():  # a virtualenv elsewhere: use the interpreter running t
 SEED = "runner-live-seven-week-v1"
 NOW = dt.datetime(2026, 8, 19, 4, 0, tzinfo=dt.UTC)
 ENVIRON = {"OPENAI_API_KEY": "x-value-1", "OPENROUTER_API_KEY": "x-value-2", "ANTHROPIC_API_KEY": "x-value-3"}
-SLOW_EXECUTORS = {
-    adapter: "tests.test_sqlite_concurrency.SlowCompletingExecutor"
-    for adapter in ("codex_app_server", "opencode_server", "acpx_runtime")
-}
+SLOW_EXECUTORS = dict.fromkeys(
+    ("codex_app_server", "opencode_server", "acpx_runtime"), "tests.test_sqlite_concurrency.SlowCompletingExecutor"
+)
 
 # --- a slow executor at the edge ------------------------------------------------------------------
 
@@ -61,6 +60,20 @@ class SlowCompletingExecutor(Executor):
             CALLS.append(str(request.entry["executionId"]))
         time.sleep(DELAY_S)
         return completed_observation(dict(request.entry), cost_usd=0.01)
+
+
+class CostlyExecutor(Executor):
+    """Takes ``DELAY_S`` and costs exactly its budget's ``maxCostUsd``: the reservation is all spent."""
+
+    runtime_name = "costly replay"
+
+    def execute(self, request: ExecutionRequest) -> dict[str, Any]:
+        from tests.builders import completed_observation
+
+        with _CALLS_LOCK:
+            CALLS.append(str(request.entry["executionId"]))
+        time.sleep(DELAY_S * 5)
+        return completed_observation(dict(request.entry), cost_usd=float(request.candidate["budget"]["maxCostUsd"]))
 
 
 # --- scenarios (run in a child process on file SQLite, in-process on PostgreSQL) ------------------
@@ -108,8 +121,7 @@ def _pragmas() -> dict[str, Any]:
 def scenario_claim_race(trials: int = 5) -> dict[str, Any]:
     """Two threads call ``claim_run`` on the same pending run at the same moment, ``trials`` times."""
     from runs.models import Run
-    from runs.services import claim_run, create_run
-    from runs.services import start_nightly
+    from runs.services import claim_run, create_run, start_nightly
     from schedules.services import Selection
 
     _catalog()
@@ -117,13 +129,11 @@ def scenario_claim_race(trials: int = 5) -> dict[str, Any]:
     claims: list[list[bool]] = []
     errors: list[str] = []
     for trial in range(trials):
-        run, _ = create_run(
-            schedule=outcome.schedule, cost_ceiling_usd=Decimal(12), selection=Selection(limit=trial + 1)
-        )
+        run, _ = create_run(schedule=outcome.schedule, cost_ceiling_usd=Decimal(12), selection=Selection(limit=trial + 1))
         results: list[bool] = []
         lock = threading.Lock()
 
-        def claim() -> None:
+        def claim(run: Run = run, lock: threading.Lock = lock, results: list[bool] = results) -> None:
             won = claim_run(Run.objects.get(pk=run.pk))
             with lock:
                 results.append(won)
@@ -203,6 +213,39 @@ def scenario_record_while_admin_saves(saves: int = 8, pause_s: float = 0.05) -> 
     }
 
 
+def scenario_reservation_race(workers: int = 8, fits: int = 3) -> dict[str, Any]:
+    """``workers`` threads each run one execution of the same run at the same moment, under a
+    ceiling that fits ``fits`` worst cases ($1.50 each for codex-luna)."""
+    from runs.models import Execution, Run
+    from runs.services import claim_run, create_run, execute_execution, start_nightly
+    from schedules.services import Selection
+
+    _catalog()
+    CALLS.clear()
+    outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal(12), now=NOW, environ={}, execute=False)
+    run, _ = create_run(
+        schedule=outcome.schedule, cost_ceiling_usd=Decimal("1.5") * fits, selection=Selection(candidate_ids=("codex-luna",), limit=workers)
+    )
+    claim_run(run)
+    pks = list(run.executions.values_list("pk", flat=True))
+    costly = dict.fromkeys(("codex_app_server", "opencode_server", "acpx_runtime"), "tests.test_sqlite_concurrency.CostlyExecutor")
+    with override_settings(EVALHUB={"EXECUTORS": costly}):
+        errors = _threads(*[lambda pk=pk: execute_execution(pk, environ=ENVIRON) for pk in pks])
+    run = Run.objects.get(pk=run.pk)
+    rows = Execution.objects.filter(run=run)
+    return {
+        "errors": errors,
+        "executions": len(pks),
+        "calls": len(CALLS),
+        "completed": rows.filter(classification="completed").count(),
+        "ceiling_skips": rows.filter(failure_code="campaign_cost_ceiling_reached").count(),
+        "spent": str(run.spent_usd),
+        "reserved": str(run.reserved_usd),
+        "ceiling": str(run.cost_ceiling_usd),
+        "status": run.status,
+    }
+
+
 def scenario_pragmas() -> dict[str, Any]:
     """The pragmas of a fresh connection opened by the real settings."""
     return _pragmas()
@@ -226,13 +269,9 @@ print(json.dumps(getattr(scenarios, sys.argv[1])(**json.loads(sys.argv[2]))))
 def child_environment(database: Path, **extra: str) -> dict[str, str]:
     """The environment of a child ``manage.py`` or scenario process using ``database`` (file SQLite)."""
     environment = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "REDIS_URL"} and not key.startswith("EVALHUB_")
+        key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "REDIS_URL"} and not key.startswith("EVALHUB_")
     }
-    environment.update(
-        {"DJANGO_SETTINGS_MODULE": "evalhub.settings", "EVALHUB_SQLITE_PATH": str(database), "PYTHONPATH": str(REPO)}
-    )
+    environment.update({"DJANGO_SETTINGS_MODULE": "evalhub.settings", "EVALHUB_SQLITE_PATH": str(database), "PYTHONPATH": str(REPO)})
     environment.update(extra)
     return environment
 
@@ -374,3 +413,41 @@ def test_recording_executions_while_the_admin_saves_a_candidate_on_postgresql() 
     result = scenario_record_while_admin_saves()
     assert result["errors"] == []
     assert (result["saved"], result["executions"], result["completed"], result["calls"]) == (8, 30, 30, 30)
+
+
+# --- the ceiling is a reservation: many workers, exactly what fits runs -------------------------------------
+
+RESERVATION_RESULT = {
+    "errors": [],
+    "executions": 7,  # codex-luna's entries tonight, one thread each
+    "calls": 3,
+    "completed": 3,
+    "ceiling_skips": 4,
+    "spent": "4.500000",
+    "reserved": "0.000000",
+    "ceiling": "4.500000",
+    "status": "finished",
+}
+
+
+@pytest.mark.django_db
+def test_seven_workers_racing_for_a_ceiling_that_fits_three_run_exactly_three_on_file_sqlite(sqlite_file: Path) -> None:
+    sqlite_only()
+    assert run_scenario(sqlite_file, "scenario_reservation_race") == RESERVATION_RESULT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_seven_workers_racing_for_a_ceiling_that_fits_three_run_exactly_three_on_postgresql() -> None:
+    postgresql_only()
+    result = scenario_reservation_race()
+    assert {
+        **result,
+        "spent": str(Decimal(result["spent"])),
+        "reserved": str(Decimal(result["reserved"])),
+        "ceiling": str(Decimal(result["ceiling"])),
+    } == {
+        **RESERVATION_RESULT,
+        "spent": "4.500000",
+        "reserved": "0.000000",
+        "ceiling": "4.500000",
+    }

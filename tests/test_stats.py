@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs.stats import wilson_interval
+from runs.evaluation.stats import wilson_interval
 
 
 @pytest.mark.parametrize(

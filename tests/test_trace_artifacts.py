@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from candidates.secrets import redact
 from evalhub import reference_data
+from evalhub.secrets import redact
 from runs.executors.base import ExecutionRequest, Executor, InfrastructureError
-from runs.harness.trace import TraceRecorder, read_artifact, summarize_ndjson
+from runs.executors.live.trace import TraceRecorder, read_artifact, summarize_ndjson
 from runs.models import Attempt, Execution, Run, TraceArtifact
 from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
@@ -53,8 +53,14 @@ class TracingExecutor(Executor):
         return PLAN[str(request.entry["executionId"])].pop(0)(request)
 
 
-def record(request: ExecutionRequest, frames: int, *, scrub: Callable[[str], str] | None = None, text: str = MARKER,
-           cap_bytes: int = 8 * 1024 * 1024) -> TraceRecorder:
+def record(
+    request: ExecutionRequest,
+    frames: int,
+    *,
+    scrub: Callable[[str], str] | None = None,
+    text: str = MARKER,
+    cap_bytes: int = 8 * 1024 * 1024,
+) -> TraceRecorder:
     recorder = TraceRecorder(scrub=scrub or partial(redact, extra_values=list(request.environment.values())), cap_bytes=cap_bytes)
     for index in range(frames):
         frame = recorder.frame("in", f'{{"n":{index},"text":"{text}"}}'.encode())
@@ -208,7 +214,9 @@ def test_the_execution_page_costs_the_same_queries_with_one_attempt_or_two(
     reference_catalog, reader_client, django_assert_num_queries
 ) -> None:
     single = one_execution(succeed(1))
-    retried = one_execution(fail_with(InfrastructureError("provider_http_503", True, "HTTP 503"), 1), succeed(1), case="verification-policy")
+    retried = one_execution(
+        fail_with(InfrastructureError("provider_http_503", True, "HTTP 503"), 1), succeed(1), case="verification-policy"
+    )
 
     for execution in (single, retried):
         with django_assert_num_queries(5):  # session, user, execution with run and scorecard, attempts, traces
@@ -227,7 +235,10 @@ def test_the_trace_downloads_as_a_gzip_attachment(reference_catalog, reader_clie
 
     assert response.status_code == 200
     assert response["Content-Type"] == "application/gzip"
-    assert response["Content-Disposition"] == f'attachment; filename="{execution.execution_id}-attempt-1.trace.ndjson.gz"'
+    assert (
+        response["Content-Disposition"]
+        == f'attachment; filename="run-{execution.run_id}-{execution.execution_id}-attempt-1.trace.ndjson.gz"'
+    )
     assert gzip.decompress(response.content) == read_artifact(bytes(trace.data), trace.digest)
     assert reader_client.get(reverse("pages:execution-trace", args=[execution.pk, 2])).status_code == 404
 
@@ -263,7 +274,9 @@ def test_the_api_serves_the_last_attempt_s_trace_or_the_one_asked_for(reference_
     first = reader_client.get(url, {"attempt": "1"})
 
     assert latest.status_code == 200
-    assert latest["Content-Disposition"] == f'attachment; filename="{execution.execution_id}-attempt-2.trace.ndjson.gz"'
+    assert (
+        latest["Content-Disposition"] == f'attachment; filename="run-{execution.run_id}-{execution.execution_id}-attempt-2.trace.ndjson.gz"'
+    )
     assert (latest["X-Trace-Frames"], latest["X-Trace-Truncated"]) == ("3", "false")
     assert latest["X-Trace-Digest"] == execution.traces.get(attempt=2).digest
     assert summarize_ndjson(gzip.decompress(first.content))["frameCount"] == 2
@@ -294,7 +307,7 @@ def test_the_api_refuses_a_damaged_trace_with_409(reference_catalog, reader_clie
 def test_the_api_trace_needs_sign_in(reference_catalog, client) -> None:
     execution = one_execution(succeed(1))
 
-    assert client.get(f"/api/executions/{execution.pk}/trace/").status_code == 403
+    assert client.get(f"/api/executions/{execution.pk}/trace/").status_code == 401
 
 
 # --- never in reports or exports -------------------------------------------------------------------
@@ -319,7 +332,7 @@ def test_traces_never_reach_reports_or_exports(reference_catalog, reader_client,
 
 def test_the_reporting_code_never_reads_trace_artifacts() -> None:
     root = Path(__file__).resolve().parent.parent / "runs"
-    for name in ("exports.py", "reporting.py", "reports.py", "renderers.py"):
+    for name in ("evaluation/exports.py", "reporting.py", "evaluation/reports.py", "evaluation/renderers.py"):
         source = (root / name).read_text(encoding="utf-8")
         assert "TraceArtifact" not in source and ".traces" not in source, name
 

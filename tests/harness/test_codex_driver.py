@@ -21,21 +21,20 @@ import jsonschema
 import pytest
 
 from runs.executors.base import InfrastructureError
-from runs.harness.contracts import EventLog, ProviderConfig, RuntimeRequest, Usage
-from runs.harness.drivers import codex as codex_module
-from runs.harness.drivers import driver_class
-from runs.harness.drivers.codex import (
+from runs.executors.live.contracts import EventLog, ProviderConfig, RuntimeRequest, Usage
+from runs.executors.live.drivers import codex as codex_module
+from runs.executors.live.drivers import driver_class
+from runs.executors.live.drivers.codex import (
     CODEX_VERSION,
     CodexAppServerDriver,
     _answer_request,
     build_config_toml,
     classify_provider_error,
-    codex_runtime_status,
-    resolve_codex_binary,
 )
+from runs.executors.live.runtimes import RUNTIMES
 
-SCHEMA_DIR = Path(__file__).parent / "fixtures" / "codex-app-server-schema"
-BINARY = resolve_codex_binary()
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "codex-app-server-schema"
+BINARY = RUNTIMES["codex"].resolve()
 needs_codex = pytest.mark.skipif(BINARY is None, reason="codex is not installed (make install)")
 KEY_NAME = "EVALHUB_TEST_PROVIDER_KEY"
 CASE = {"id": "trace-lineage", "title": "Trace lineage", "steps": [], "assertions": {}}
@@ -103,7 +102,7 @@ class Callbacks:
 
 @pytest.fixture
 def model() -> Iterator[Any]:
-    from runs.harness.scripted_model import ScriptedModelServer
+    from runs.executors.live.scripted_model import ScriptedModelServer
 
     server = ScriptedModelServer({})
     server.start()
@@ -118,14 +117,14 @@ def events() -> EventLog:
 
 @pytest.fixture
 def control_plane(events):
-    from runs.harness.controlplane import ControlPlane
+    from runs.executors.live.controlplane import ControlPlane
 
     return ControlPlane(execution_id="exec-1", case=CASE, prompt="Finish the task.", events=events)
 
 
 @pytest.fixture
 def mcp_url(control_plane) -> Iterator[str]:
-    from runs.harness.mcp_server import serve
+    from runs.executors.live.mcp_server import serve
 
     endpoint = serve(control_plane)
     yield endpoint.url
@@ -143,9 +142,7 @@ def make_driver(tmp_path, model, events, mcp_url):
         callbacks = Callbacks(decisions)
         options = {
             "workdir": tmp_path / f"exec-{len(drivers) + 1}",
-            "provider": ProviderConfig(
-                profile="scripted", base_url=model.url + "/scripts/{case_id}/v1", env_key=KEY_NAME, scripted=True
-            ),
+            "provider": ProviderConfig(profile="scripted", base_url=model.url + "/scripts/{case_id}/v1", env_key=KEY_NAME, scripted=True),
             "model": "gpt-5.2-codex",
             "reasoning_effort": "low",
             "mcp_url": mcp_url,
@@ -179,6 +176,15 @@ def say(text: str, **extra: Any) -> dict:
 
 def of_type(events: EventLog, type_: str) -> list:
     return [event for event in events.events() if event.type == type_]
+
+
+def wait_for_event(events: EventLog, type_: str, timeout_s: float = 30) -> None:
+    """Until the driver has emitted an event of ``type_`` (the runtime acknowledged it): a fixed
+    sleep instead races the runtime's start-up on a loaded machine."""
+    deadline = time.monotonic() + timeout_s
+    while not of_type(events, type_):
+        assert time.monotonic() < deadline, f"no {type_} event within {timeout_s} s"
+        time.sleep(0.02)
 
 
 def group_alive(pgid: int) -> bool:
@@ -216,7 +222,7 @@ def test_vendored_schema_matches_the_installed_codex(tmp_path):
     assert fresh["codexVersion"] == vendored["codexVersion"] and not changed, (
         f"codex app-server protocol drifted: installed {fresh['codexVersion']!r}, vendored {vendored['codexVersion']!r}; "
         f"{len(changed)} schema files differ (first: {changed[:5]}). If codex was upgraded on purpose, run "
-        f"`.venv/bin/python tests/fixtures/codex-app-server-schema/vendor.py`, review runs/harness/drivers/codex.py "
+        f"`.venv/bin/python tests/fixtures/codex-app-server-schema/vendor.py`, review runs/executors/live/drivers/codex.py "
         f"and docs/runtime-mapping-codex.md against the new schema, and bump CODEX_VERSION."
     )
     for rel in vendor.KEPT:
@@ -281,8 +287,12 @@ def test_config_toml_is_valid_and_isolated():
     assert config["model"] == "gpt-5.2-codex" and config["model_reasoning_effort"] == "high"
     assert config["approval_policy"] == "never"
     assert config["model_providers"]["evalhub"] == {
-        "name": "evalhub openai", "base_url": "https://api.example.test/v1", "wire_api": "responses",
-        "request_max_retries": 0, "stream_max_retries": 0, "env_key": "OPENAI_API_KEY",
+        "name": "evalhub openai",
+        "base_url": "https://api.example.test/v1",
+        "wire_api": "responses",
+        "request_max_retries": 0,
+        "stream_max_retries": 0,
+        "env_key": "OPENAI_API_KEY",
     }
     assert config["mcp_servers"]["evalhub"]["url"] == "http://127.0.0.1:9/mcp"
     assert config["mcp_servers"]["evalhub"]["default_tools_approval_mode"] == "approve"
@@ -302,12 +312,27 @@ def test_config_toml_is_valid_and_isolated():
     ("error", "code"),
     [
         ({"message": "unexpected status 503", "codexErrorInfo": {"httpConnectionFailed": {"httpStatusCode": 503}}}, "provider_http_503"),
-        ({"message": "exceeded retry limit, last status: 429", "codexErrorInfo": {"responseTooManyFailedAttempts": {"httpStatusCode": 429}}}, "provider_rate_limited"),
-        ({"message": "Quota exceeded. Check your plan and billing details.", "codexErrorInfo": "usageLimitExceeded"}, "provider_quota_exhausted"),
-        ({"message": "unexpected status 401 Unauthorized", "codexErrorInfo": {"httpConnectionFailed": {"httpStatusCode": 401}}}, "provider_auth_refused"),
+        (
+            {
+                "message": "exceeded retry limit, last status: 429",
+                "codexErrorInfo": {"responseTooManyFailedAttempts": {"httpStatusCode": 429}},
+            },
+            "provider_rate_limited",
+        ),
+        (
+            {"message": "Quota exceeded. Check your plan and billing details.", "codexErrorInfo": "usageLimitExceeded"},
+            "provider_quota_exhausted",
+        ),
+        (
+            {"message": "unexpected status 401 Unauthorized", "codexErrorInfo": {"httpConnectionFailed": {"httpStatusCode": 401}}},
+            "provider_auth_refused",
+        ),
         ({"message": "The model x does not exist", "codexErrorInfo": "modelNotFound"}, "provider_unknown_model"),
         ({"message": "We're currently experiencing high demand", "codexErrorInfo": "internalServerError"}, "provider_http_500"),
-        ({"message": "stream disconnected before completion: stream closed before response.completed", "codexErrorInfo": "other"}, "provider_stream_dropped"),
+        (
+            {"message": "stream disconnected before completion: stream closed before response.completed", "codexErrorInfo": "other"},
+            "provider_stream_dropped",
+        ),
         ({"message": "x", "codexErrorInfo": {"responseStreamDisconnected": {"httpStatusCode": None}}}, "provider_stream_dropped"),
         ({"message": "context too long", "codexErrorInfo": "contextWindowExceeded"}, "provider_context_window_exceeded"),
         ({"message": "something odd", "codexErrorInfo": "other"}, None),
@@ -319,14 +344,22 @@ def test_provider_errors_are_classified(error, code):
 
 
 def test_missing_binary_is_runtime_missing(tmp_path, events, settings):
-    settings.EVALHUB = {**settings.EVALHUB, "RUNTIME_BINARIES": {"codex": str(tmp_path / "nowhere" / "codex")}}
-    assert resolve_codex_binary() is None
-    ok, message = codex_runtime_status()
+    configured = str(tmp_path / "nowhere" / "codex")
+    assert RUNTIMES["codex"].resolve(configured) is None
+    ok, message = RUNTIMES["codex"].status(configured)
     assert not ok and "fix EVALHUB_CODEX_BIN" in message  # a configured path: fix the setting
     driver = CodexAppServerDriver(
-        workdir=tmp_path, provider=ProviderConfig(profile="p", base_url="http://127.0.0.1:1/v1"), model="m",
-        reasoning_effort=None, mcp_url="http://127.0.0.1:1/mcp", environment={}, events=events,
-        trace=RecordingTrace(), callbacks=Callbacks(), instructions="",
+        workdir=tmp_path,
+        provider=ProviderConfig(profile="p", base_url="http://127.0.0.1:1/v1"),
+        model="m",
+        reasoning_effort=None,
+        mcp_url="http://127.0.0.1:1/mcp",
+        environment={},
+        events=events,
+        trace=RecordingTrace(),
+        callbacks=Callbacks(),
+        instructions="",
+        binary=configured,
     )
     with pytest.raises(InfrastructureError, match="fix EVALHUB_CODEX_BIN") as caught:
         driver.start()
@@ -341,7 +374,7 @@ def test_drivers_registry_resolves_codex():
 
 @needs_codex
 def test_runtime_status_reports_the_pinned_version():
-    ok, message = codex_runtime_status()
+    ok, message = RUNTIMES["codex"].status()
     assert ok, message
     assert CODEX_VERSION in message
 
@@ -360,6 +393,10 @@ def test_one_turn_calls_a_tool_and_finishes(make_driver, events, control_plane, 
 
     assert (outcome.turn_id, outcome.status, outcome.error_code) == (turn_id, "completed", None)
     assert outcome.usage == Usage(input=220, cached_input=30, output=42, reasoning=5)
+    # Callbacks run on the driver's callback thread: the last one may land just after the turn.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (not callbacks.usage or callbacks.usage[-1][1] != outcome.usage):
+        time.sleep(0.01)
     assert callbacks.usage[-1][1] == Usage(input=220, cached_input=30, output=42, reasoning=5)
     assert [c["operation"] for c in control_plane.snapshot()["toolCalls"]] == ["report_progress"]
     runtime = [e for e in events.events() if e.source == "runtime"]
@@ -372,7 +409,7 @@ def test_one_turn_calls_a_tool_and_finishes(make_driver, events, control_plane, 
     message = [e for e in of_type(events, "item.completed") if e.data["itemType"] == "agentMessage"]
     assert [e.data["text"] for e in message] == ["All done here."]
     deltas = of_type(events, "assistant.message.delta")
-    assert deltas and set(d.frame_ids[0] for d in deltas) < set(message[0].frame_ids)
+    assert deltas and {d.frame_ids[0] for d in deltas} < set(message[0].frame_ids)
     assert of_type(events, "turn.completed")[-1].data["status"] == "completed"
 
     # every frame is recorded and interpreted exactly once, in order
@@ -426,7 +463,7 @@ def test_approvals_prompt_path(make_driver, events, control_plane, decisions, pr
         assert answers[0]["result"] == {"action": "accept", "content": {}, "_meta": {"persist": "session"}}
     if decisions[0] == "deny":
         assert answers[0]["result"] == {"action": "decline"}
-    completed = [e for e in of_type(events, "tool.execution.completed")]
+    completed = list(of_type(events, "tool.execution.completed"))
     assert [not e.data["isError"] and e.data["status"] == "completed" for e in completed] == tool_ok
     assert len(control_plane.snapshot()["toolCalls"]) == sum(tool_ok)
 
@@ -437,9 +474,7 @@ def test_steer_during_an_active_turn_is_acknowledged(make_driver, events, model)
     driver.start()
     assert driver.steer("nothing is running") is False
     turn_id = driver.start_turn("Take your time.")
-    deadline = time.monotonic() + 5
-    while not of_type(events, "turn.started") and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for_event(events, "turn.started")
     assert driver.steer("Bullet points only, please.") is True
     outcome = driver.wait_turn(8000)
     assert outcome.status == "completed"
@@ -458,12 +493,12 @@ def test_interrupt_stops_the_active_turn(make_driver, events):
     driver.start()
     driver.interrupt()  # idle: no-op
     driver.start_turn("Work slowly.")
-    time.sleep(0.3)
-    started = time.monotonic()
+    # Interrupt only once the runtime has started the turn (before that there is nothing to stop),
+    # and wait longer than the answer takes: "interrupted", not "completed", shows the interrupt ended it.
+    wait_for_event(events, "turn.started")
     driver.interrupt()
-    outcome = driver.wait_turn(5000)
+    outcome = driver.wait_turn(20000)
     assert outcome.status == "interrupted"
-    assert time.monotonic() - started < 3
     assert of_type(events, "turn.interrupted")
     assert of_type(events, "turn.completed")[-1].data["status"] == "interrupted"
 
@@ -509,7 +544,10 @@ def test_restart_resumes_the_same_thread(make_driver, events, model):
         ({"status": 503, "message": "upstream unavailable"}, "provider_http_503"),
         ({"status": 429, "code": "rate_limit_exceeded", "message": "slow down"}, "provider_rate_limited"),
         ({"status": 401, "code": "invalid_api_key", "message": "Incorrect API key provided"}, "provider_auth_refused"),
-        ({"status": 429, "code": "insufficient_quota", "type": "insufficient_quota", "message": "You exceeded your current quota"}, "provider_quota_exhausted"),
+        (
+            {"status": 429, "code": "insufficient_quota", "type": "insufficient_quota", "message": "You exceeded your current quota"},
+            "provider_quota_exhausted",
+        ),
         ({"status": 404, "code": "model_not_found", "message": "The model does not exist"}, "provider_unknown_model"),
     ],
 )
@@ -569,16 +607,18 @@ def test_close_kills_the_whole_process_group(make_driver):
 
 
 @needs_codex
-def test_close_ends_a_wait_in_another_thread(make_driver):
-    driver, _, _ = make_driver([say("slow", delayMs=4000)])
+def test_close_ends_a_wait_in_another_thread(make_driver, events):
+    driver, _, _ = make_driver([say("slow", delayMs=60000)])
     driver.start()
     driver.start_turn("Hello.")
+    wait_for_event(events, "turn.started")
     outcomes = []
-    waiter = threading.Thread(target=lambda: outcomes.append(driver.wait_turn(20000)))
+    waiter = threading.Thread(target=lambda: outcomes.append(driver.wait_turn(120000)))
     waiter.start()
-    time.sleep(0.2)
+    time.sleep(0.2)  # most likely inside wait_turn by now; either way close() must end it
     driver.close()
-    waiter.join(3)
+    # Far less than the answer's 60 s delay: only close() can have ended the wait.
+    waiter.join(30)
     assert [o.status for o in outcomes] == ["interrupted"]
 
 
@@ -606,14 +646,17 @@ def test_jsonrpc_peer_records_and_dispatches_every_line():
     import subprocess
     import sys
 
-    from runs.harness.drivers.jsonrpc import JsonRpcError, PeerClosed, StdioJsonRpcPeer
+    from runs.executors.live.drivers.jsonrpc import JsonRpcError, PeerClosed, StdioJsonRpcPeer
 
     proc = subprocess.Popen([sys.executable, "-c", FAKE_PEER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     trace = RecordingTrace()
     seen: dict[str, list] = {"invalid": [], "stderr": [], "request": [], "note": [], "response": [], "closed": []}
     done = threading.Event()
     peer = StdioJsonRpcPeer(
-        proc.stdin, proc.stdout, proc.stderr, record=trace.frame,
+        proc.stdin,
+        proc.stdout,
+        proc.stderr,
+        record=trace.frame,
         on_invalid=lambda raw, fid: seen["invalid"].append(raw),
         on_stderr=lambda raw, fid: seen["stderr"].append(raw),
         on_request=lambda msg, fid: (seen["request"].append(msg), peer.respond(msg["id"], {"ok": True})),

@@ -1,4 +1,4 @@
-"""The scripted model server: scripts, both OpenAI wire formats, steps, failures, and the real codex."""
+"""The scripted model server: scripts, the OpenAI and Anthropic wire formats, steps, failures, and the real codex."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runs.harness.script_schema import load_script, load_scripts_dir
-from runs.harness.scripted_model import ScriptedModelServer
+from runs.executors.live.script_schema import load_script, load_scripts_dir
+from runs.executors.live.scripted_model import ScriptedModelServer
 
 KEY = "sk-test-echo-9f3a2c71"
 CODEX_TOOLS = [
@@ -105,9 +105,7 @@ def completed_response(events) -> dict:
 
 
 def text_of(response: dict) -> str:
-    return "".join(
-        part["text"] for item in response["output"] if item["type"] == "message" for part in item["content"]
-    )
+    return "".join(part["text"] for item in response["output"] if item["type"] == "message" for part in item["content"])
 
 
 @pytest.fixture
@@ -343,6 +341,68 @@ def test_steps_advance_per_conversation_then_a_final_text(serve):
     assert [r["answer"] for r in server.requests] == ["outputs", "outputs", "outputs", "final"]
 
 
+def test_opencode_x_session_id_names_the_conversation(serve):
+    server = serve(say_then_call())
+    # Two opencode sessions sending the same first prompt are still two conversations.
+    for session in ("ses_A", "ses_B"):
+        chunks = stream_chat(server, chat_body("Same prompt."), headers={"x-session-id": session, "x-session-affinity": session})
+        assert any("tool_calls" in c for c in chunks)
+    assert server.conversations("demo") == {"thread:ses_A": 1, "thread:ses_B": 1}
+
+
+def test_a_side_request_without_tools_takes_no_step(serve):
+    server = serve(say_then_call())
+    headers = {"x-session-id": "ses_T"}
+    title = [json.loads(c) for c in stream_chat(server, chat_body("Generate a title.", tools=[]), headers=headers)[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in title if c["choices"]) == "Scripted task"
+    untitled = {k: v for k, v in responses_body().items() if k != "tools"}
+    assert text_of(completed_response(stream_responses(server, untitled, headers=headers))) == "Scripted task"
+    assert server.step_index("demo", "thread:ses_T") == 0  # the real request still gets step 0
+    chunks = stream_chat(server, chat_body(), headers=headers)
+    assert any("tool_calls" in c for c in chunks)
+    assert [r["answer"] for r in server.requests] == ["side", "side", "outputs"]
+    assert [r["step"] for r in server.requests] == [None, None, 0]
+
+
+def test_a_code_mode_request_without_tools_is_not_a_side_request(serve):
+    # codex's code mode offers no function tools: one freeform exec tool inside the input.
+    server = serve(say_then_call())
+    exec_tool = {"type": "custom", "name": "exec", "description": "declare const tools: { finish_task(args: {"}
+    body = {k: v for k, v in responses_body().items() if k != "tools"}
+    body["input"] = [*body["input"], {"type": "additional_tools", "tools": [exec_tool]}]
+    response = completed_response(stream_responses(server, body, headers={"thread-id": "t-code"}))
+    assert [item["type"] for item in response["output"]] == ["message", "custom_tool_call"]
+    assert [r["answer"] for r in server.requests] == ["outputs"]
+
+
+def test_alternatives_name_the_same_action_in_another_runtime(serve):
+    exec_step = {
+        "call": "exec_command",
+        "arguments": {"cmd": "ls"},
+        "alternatives": [
+            {"call": "shell_run", "arguments": {"x": 1}},
+            {"call": "bash", "arguments": {"command": "ls", "description": "List"}},
+        ],
+    }
+    server = serve({"name": "alt", "steps": [{"outputs": [exec_step]}, {"outputs": [exec_step]}]})
+    # opencode offers bash, not exec_command: the first offered alternative is called with its own arguments
+    chunks = [json.loads(c) for c in stream_chat(server, chat_body(), script="alt")[:-1]]
+    calls = [tc for c in chunks if c["choices"] for tc in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert calls[0]["function"]["name"] == "bash"
+    assert json.loads("".join(tc["function"]["arguments"] for tc in calls)) == {"command": "ls", "description": "List"}
+    # a runtime that offers the script's own tool gets it
+    tools = [{"type": "function", "name": "exec_command", "parameters": {}}, {"type": "function", "name": "bash", "parameters": {}}]
+    call = completed_response(stream_responses(server, responses_body(tools=tools), script="alt"))["output"][0]
+    assert (call["name"], json.loads(call["arguments"])) == ("exec_command", {"cmd": "ls"})
+
+
+def test_alternatives_need_a_call():
+    with pytest.raises(ValueError, match="alternatives"):
+        load_script({"name": "bad", "steps": [{"outputs": [{"say": "x", "alternatives": [{"call": "bash"}]}]}]})
+    with pytest.raises(ValueError, match="steps\\[0\\].outputs\\[0\\].alternatives\\[0\\]"):
+        load_script({"name": "bad", "steps": [{"outputs": [{"call": "x", "alternatives": [{"say": "y"}]}]}]})
+
+
 def test_without_a_thread_header_the_first_user_message_names_the_conversation(serve):
     server = serve(say_then_call())
     stream_chat(server, chat_body("task one"))
@@ -386,9 +446,7 @@ def test_a_fail_step_without_times_fails_every_time(serve):
     for thread in ("a", "b", "c"):
         reply = httpx.post(server.base_url("quota") + "/chat/completions", json=chat_body(), headers={"thread-id": thread})
         assert reply.status_code == 429
-        assert reply.json() == {
-            "error": {"message": "no quota", "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}
-        }
+        assert reply.json() == {"error": {"message": "no quota", "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}
         assert "retry-after" not in reply.headers
     assert server.misbehaviour_count("quota", 0) == 3
 
@@ -484,8 +542,7 @@ def test_every_request_is_logged_with_path_headers_and_body(serve):
 def test_concurrent_requests_are_all_logged(serve):
     server = serve({"name": "many", "steps": [{"outputs": [{"say": "hi"}]}]})
     threads = [
-        threading.Thread(target=stream_responses, args=(server, responses_body(f"task {n}")), kwargs={"script": "many"})
-        for n in range(20)
+        threading.Thread(target=stream_responses, args=(server, responses_body(f"task {n}")), kwargs={"script": "many"}) for n in range(20)
     ]
     for thread in threads:
         thread.start()
@@ -543,11 +600,11 @@ def test_scripts_can_be_added_while_serving(serve):
 def test_command_line_prints_the_url_and_stops_on_sigterm(tmp_path):
     (tmp_path / "demo.json").write_text(json.dumps(say_then_call()))
     process = subprocess.Popen(
-        [sys.executable, "-m", "runs.harness.scripted_model", "--scripts", str(tmp_path), "--port", "0"],
+        [sys.executable, "-m", "runs.executors.live.scripted_model", "--scripts", str(tmp_path), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     try:
         url = process.stdout.readline().strip()
@@ -565,20 +622,20 @@ def test_command_line_prints_the_url_and_stops_on_sigterm(tmp_path):
 def test_command_line_refuses_bad_scripts(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"name": "bad", "steps": [{"say": "x"}]}))
     result = subprocess.run(
-        [sys.executable, "-m", "runs.harness.scripted_model", "--scripts", str(tmp_path)],
+        [sys.executable, "-m", "runs.executors.live.scripted_model", "--scripts", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=30,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert result.returncode == 2
     assert "bad.json: steps[0]: unknown key(s)" in result.stderr
 
 
 # ---- the real codex ----------------------------------------------------------------------------
-CODEX = Path(__file__).resolve().parents[1] / "node_modules" / ".bin" / "codex"
+CODEX = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "codex"
 
-# A minimal stdio MCP server standing in for the control plane (runtimes.md §3 shape).
+# A minimal stdio MCP server standing in for the control plane (the shape codex expects of an MCP server).
 PROBE_MCP_SERVER = textwrap.dedent(
     """
     import json, os
@@ -603,8 +660,15 @@ class _AppServer:
 
     def __init__(self, command: list[str], env: dict, cwd: Path) -> None:
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=env, cwd=cwd, text=True, bufsize=1, start_new_session=True,
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
         )
         self.messages: list[dict] = []
         self.cond = threading.Condition()
@@ -669,8 +733,14 @@ def _codex_turn(
     else:
         transport = [f'command = "{sys.executable}"', f'args = ["{probe}"]', f'env = {{ MCP_LOG = "{mcp_log}" }}']
     mcp = "\n".join(
-        ["[mcp_servers.evalhub]", *transport, "startup_timeout_sec = 20", "tool_timeout_sec = 30",
-         'default_tools_approval_mode = "approve"', ""]
+        [
+            "[mcp_servers.evalhub]",
+            *transport,
+            "startup_timeout_sec = 20",
+            "tool_timeout_sec = 30",
+            'default_tools_approval_mode = "approve"',
+            "",
+        ]
     )
     (home / "config.toml").write_text(
         textwrap.dedent(
@@ -725,10 +795,10 @@ needs_codex = pytest.mark.skipif(not CODEX.exists(), reason=f"codex binary not i
 
 
 def _control_plane_endpoint():
-    """Teammate A's control plane behind its streamable-HTTP MCP endpoint, with run-1 open."""
-    from runs.harness.contracts import EventLog
-    from runs.harness.controlplane import ControlPlane
-    from runs.harness.mcp_server import serve as serve_mcp
+    """The control plane (runs/executors/live/controlplane.py) behind its streamable-HTTP MCP endpoint, with run-1 open."""
+    from runs.executors.live.contracts import EventLog
+    from runs.executors.live.controlplane import ControlPlane
+    from runs.executors.live.mcp_server import serve as serve_mcp
 
     case = {"id": "scripted-model-smoke", "title": "Smoke", "steps": [], "assertions": {}}
     plane = ControlPlane(execution_id="exec-1", case=case, prompt="Finish the task.", events=EventLog())
@@ -742,18 +812,17 @@ def test_real_codex_accepts_the_stream_and_the_namespaced_mcp_call(serve, tmp_pa
     script = {
         "name": "demo",
         "steps": [
-            {"outputs": [{"say": "Calling the tool."}, {"call": "finish_task", "arguments": {"summary": "scripted summary"}}],
-             "usage": {"input": 200, "cachedInput": 50, "output": 20, "reasoning": 4}},
+            {
+                "outputs": [{"say": "Calling the tool."}, {"call": "finish_task", "arguments": {"summary": "scripted summary"}}],
+                "usage": {"input": 200, "cachedInput": 50, "output": 20, "reasoning": 4},
+            },
             {"outputs": [{"say": "All done."}, {"echoKey": True}]},
         ],
     }
     server = serve(script)
     plane = endpoint = None
     if mcp_transport == "control-plane":
-        try:
-            plane, endpoint = _control_plane_endpoint()
-        except ImportError as missing:
-            pytest.skip(f"control plane MCP server not available yet: {missing}")
+        plane, endpoint = _control_plane_endpoint()
     try:
         messages, thread = _codex_turn(server, "demo", tmp_path, with_mcp=True, mcp_url=endpoint and endpoint.url)
     finally:
@@ -817,3 +886,172 @@ def test_real_codex_reports_each_scripted_failure_as_a_failed_turn(serve, tmp_pa
     assert turn["error"]["codexErrorInfo"] == error_info
     if "drop" in step:
         assert "stream disconnected before completion" in turn["error"]["message"]
+
+
+# ---- Anthropic Messages (Claude Code) ----------------------------------------------------------
+CLAUDE_TOOLS = [
+    {"name": "Bash", "description": "run a command", "input_schema": {"type": "object"}},
+    {"name": "Write", "description": "write a file", "input_schema": {"type": "object"}},
+    {"name": "mcp__evalhub__finish_task", "description": "finish", "input_schema": {"type": "object"}},
+    {"type": "web_search_20250305", "name": "web_search"},  # a server tool: never called by a script
+]
+
+
+def messages_body(text: str = "Do the task.", *, tools=CLAUDE_TOOLS, stream: bool = True) -> dict:
+    body = {
+        "model": "claude-sonnet-5",
+        "max_tokens": 4096,
+        "stream": stream,
+        "system": [{"type": "text", "text": "You are Claude Code."}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
+    }
+    if tools is not None:
+        body["tools"] = tools
+    return body
+
+
+def stream_messages(server: ScriptedModelServer, body: dict, *, script: str = "demo", headers=None, path: str = "/messages?beta=true"):
+    with httpx.stream("POST", server.base_url(script) + path, json=body, headers=headers, timeout=10) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"] == "text/event-stream"
+        return [(event, json.loads(data)) for event, data in read_sse(r)]
+
+
+def test_messages_stream_follows_anthropic_events_and_calls_the_mcp_tool(serve):
+    server = serve(say_then_call())
+    events = stream_messages(server, messages_body(), headers={"x-claude-code-session-id": "acp-session-1"})
+    kinds = [event for event, _ in events]
+    assert kinds[:2] == ["message_start", "ping"] and kinds[-2:] == ["message_delta", "message_stop"]
+    assert all(event == data["type"] for event, data in events)
+    start = events[0][1]["message"]
+    assert start["role"] == "assistant" and start["content"] == [] and start["stop_reason"] is None
+    # Anthropic's input_tokens is the uncached part; the cached part is a separate count.
+    assert start["usage"] == {"input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 20, "output_tokens": 1}
+    blocks = [data["content_block"] for event, data in events if event == "content_block_start"]
+    assert blocks[0] == {"type": "text", "text": ""}
+    assert blocks[1]["type"] == "tool_use" and blocks[1]["name"] == "mcp__evalhub__finish_task" and blocks[1]["input"] == {}
+    assert blocks[1]["id"].startswith("toolu_")
+    text = "".join(d["delta"]["text"] for e, d in events if e == "content_block_delta" and d["delta"]["type"] == "text_delta")
+    arguments = "".join(
+        d["delta"]["partial_json"] for e, d in events if e == "content_block_delta" and d["delta"]["type"] == "input_json_delta"
+    )
+    assert text == "Starting now." and json.loads(arguments) == {"summary": "all done"}
+    assert [d["index"] for e, d in events if e == "content_block_stop"] == [0, 1]
+    delta = events[-2][1]
+    assert delta["delta"]["stop_reason"] == "tool_use" and delta["usage"] == {"output_tokens": 35}  # thinking inside output
+    assert server.conversations("demo") == {"thread:acp-session-1": 1}
+
+
+def test_messages_without_stream_answer_one_message_and_a_text_ends_the_turn(serve):
+    server = serve(say_then_call())
+    headers = {"x-claude-code-session-id": "s"}
+    first = httpx.post(server.base_url("demo") + "/messages", json=messages_body(stream=False), headers=headers, timeout=10).json()
+    assert first["type"] == "message" and first["stop_reason"] == "tool_use"
+    assert [block["type"] for block in first["content"]] == ["text", "tool_use"]
+    assert first["content"][1]["input"] == {"summary": "all done"}
+    second = httpx.post(server.base_url("demo") + "/messages", json=messages_body(stream=False), headers=headers, timeout=10).json()
+    assert second["stop_reason"] == "end_turn" and second["content"] == [{"type": "text", "text": "Finished."}]
+
+
+def test_claude_side_requests_take_no_step_and_count_tokens_answers(serve):
+    server = serve(say_then_call())
+    headers = {"x-claude-code-session-id": "s"}
+    title = stream_messages(server, messages_body("Generate a title", tools=None), headers=headers)
+    assert "".join(d["delta"].get("text", "") for e, d in title if e == "content_block_delta") == "Scripted task"
+    counted = httpx.post(server.base_url("demo") + "/messages/count_tokens", json=messages_body(), headers=headers, timeout=10)
+    assert counted.status_code == 200 and counted.json()["input_tokens"] > 0
+    assert server.step_index("demo", "thread:s") == 0
+    assert [entry["answer"] for entry in server.requests] == ["side", "count_tokens"]
+
+
+def test_a_script_bash_is_claudes_Bash_and_exact_alternatives_win_over_case(serve):
+    script = {
+        "name": "demo",
+        "steps": [
+            {
+                "outputs": [
+                    {
+                        "call": "exec_command",
+                        "arguments": {"cmd": "ls"},
+                        "alternatives": [{"call": "bash", "arguments": {"command": "ls"}}],
+                    },
+                    {
+                        "call": "apply_patch",
+                        "arguments": {"input": "patch"},
+                        "alternatives": [
+                            {"call": "write", "arguments": {"filePath": "a.md", "content": "x"}},
+                            {"call": "Write", "arguments": {"file_path": "a.md", "content": "x"}},
+                        ],
+                    },
+                ]
+            }
+        ],
+    }
+    server = serve(script)
+    message = httpx.post(server.base_url("demo") + "/messages", json=messages_body(stream=False), timeout=10).json()
+    calls = [(block["name"], block["input"]) for block in message["content"] if block["type"] == "tool_use"]
+    assert calls == [("Bash", {"command": "ls"}), ("Write", {"file_path": "a.md", "content": "x"})]
+    opencode = httpx.post(
+        server.base_url("demo") + "/chat/completions",
+        json=chat_body(tools=[*OPENCODE_TOOLS, {"type": "function", "function": {"name": "write", "parameters": {}}}], stream=False),
+        headers={"x-session-id": "opencode-session"},
+        timeout=10,
+    ).json()
+    names = [call["function"] for call in opencode["choices"][0]["message"]["tool_calls"]]
+    assert [(n["name"], json.loads(n["arguments"])) for n in names] == [
+        ("bash", {"command": "ls"}),
+        ("write", {"filePath": "a.md", "content": "x"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(529, "overloaded_error"), (429, "rate_limit_error"), (401, "authentication_error"), (404, "not_found_error"), (500, "api_error")],
+)
+def test_messages_failures_are_anthropic_errors(serve, status, kind):
+    server = serve({"name": "demo", "steps": [{"fail": {"status": status, "message": "scripted"}}]})
+    response = httpx.post(server.base_url("demo") + "/messages", json=messages_body(), timeout=10)
+    assert response.status_code == status
+    assert response.json() == {"type": "error", "error": {"type": kind, "message": "scripted"}}
+    assert response.headers["request-id"].startswith("req_")
+    assert response.headers["x-should-retry"] == ("true" if status in (429, 500, 529) else "false")
+
+
+def test_a_mid_stream_error_starts_the_message_then_sends_an_error_event(serve):
+    server = serve({"name": "demo", "steps": [{"fail": {"status": 529, "midStream": True, "times": 1}}, {"outputs": [{"say": "ok"}]}]})
+    events = stream_messages(server, messages_body(), headers={"x-claude-code-session-id": "s"})
+    assert [event for event, _ in events] == ["message_start", "ping", "error"]
+    assert events[-1][1] == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "scripted failure: HTTP 529 (overloaded_error)"},
+    }
+    again = stream_messages(server, messages_body(), headers={"x-claude-code-session-id": "s"})
+    assert again[-1][0] == "message_stop"  # times: 1 — the next request goes through
+
+
+def test_a_drop_cuts_a_non_streaming_message_too(serve):
+    server = serve({"name": "demo", "steps": [{"drop": True, "outputs": [{"say": "cut " * 50}]}]})
+    with pytest.raises(httpx.HTTPError):
+        httpx.post(server.base_url("demo") + "/messages", json=messages_body(stream=False), timeout=10).json()
+    with httpx.stream("POST", server.base_url("demo") + "/messages", json=messages_body(), timeout=10) as r:
+        try:
+            body = r.read().decode()
+        except httpx.HTTPError:
+            body = ""
+    assert "message_stop" not in body
+
+
+def test_echo_key_says_anthropics_x_api_key_back(serve):
+    server = serve({"name": "demo", "steps": [{"outputs": [{"echoKey": True}]}]})
+    message = httpx.post(server.base_url("demo") + "/messages", json=messages_body(stream=False), headers={"x-api-key": KEY}, timeout=10)
+    assert message.json()["content"] == [{"type": "text", "text": f"x-api-key: {KEY}"}]
+    assert server.requests[0]["headers"]["x-api-key"] == "[present]"
+
+
+def test_codex_acp_title_request_asks_for_structured_output_and_takes_no_step(serve):
+    server = serve(say_then_call())
+    body = responses_body("Generate a title") | {"text": {"format": {"type": "json_schema", "name": "title", "schema": {}}}}
+    events = stream_responses(server, body, headers={"thread-id": "title-thread"})
+    assert json.loads(text_of(completed_response(events))) == {"title": "Scripted task"}
+    assert server.conversations("demo") == {}
+    assert server.requests[0]["answer"] == "side"

@@ -1,5 +1,5 @@
 """The trace recorder: scrubbed frames in order, interpretations, the size cap, the reference
-``traceLineage`` summary (upstream-spec §6.2) and digest-checked reads. No database."""
+``traceLineage`` summary and digest-checked reads. No database."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from functools import partial
 
 import pytest
 
-from candidates.secrets import redact
-from runs.harness.contracts import EventLog
-from runs.harness.trace import (
+from evalhub.secrets import redact
+from runs.executors.live.contracts import EventLog
+from runs.executors.live.trace import (
     TraceIntegrityError,
     TraceRecorder,
     read_artifact,

@@ -1,4 +1,4 @@
-"""The control plane served over MCP streamable HTTP (runs.harness.mcp_server).
+"""The control plane served over MCP streamable HTTP (runs.executors.live.mcp_server).
 
 The first tests use the MCP SDK's own streamable-HTTP client; the last one proves the real
 ``codex app-server`` reaches the server by URL and its tool call lands on the board.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import socket
 import subprocess
 import threading
@@ -19,11 +18,11 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from runs.harness.contracts import EventLog
-from runs.harness.controlplane import ControlPlane
-from runs.harness.mcp_server import serve, tool_result_text
+from runs.executors.live.contracts import EventLog
+from runs.executors.live.controlplane import ControlPlane
+from runs.executors.live.mcp_server import serve, tool_result_text
 
-CODEX = Path(__file__).resolve().parent.parent / "node_modules" / ".bin" / "codex"
+CODEX = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "codex"
 CASE = {"id": "rich-activity", "title": "Render structured provider activity", "steps": [], "assertions": {}}
 
 
@@ -152,6 +151,32 @@ def test_several_servers_run_at_once_and_close_cleanly():
     endpoints[0].close()  # idempotent
 
 
+def test_connections_left_open_do_not_keep_a_closed_server_running():
+    # A client that keeps its connection alive after an answer, and one that sent half a
+    # request: close() asks both to go and stops without waiting out uvicorn's grace period.
+    endpoint = serve(make_board())
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).encode()
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{endpoint.port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    kept_alive = socket.create_connection(("127.0.0.1", endpoint.port), timeout=5)
+    half = socket.create_connection(("127.0.0.1", endpoint.port), timeout=5)
+    try:
+        kept_alive.sendall(request)
+        answer = kept_alive.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        half.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        endpoint.close()
+        assert not endpoint._thread.is_alive()
+        assert _refuses_connections(endpoint.port)
+        while kept_alive.recv(65536):  # the rest of the answer, then the end: the server closed it
+            pass
+    finally:
+        kept_alive.close()
+        half.close()
+
+
 def test_refusal_text_lists_each_detail():
     outcome = {
         "ok": False,
@@ -210,7 +235,9 @@ class _JsonRpc:
                 continue
             message = json.loads(line)
             if "id" in message and "method" in message:  # a server → client request: accept it
-                result = {"action": "accept", "content": {}} if message["method"] == "mcpServer/elicitation/request" else {"decision": "accept"}
+                result = (
+                    {"action": "accept", "content": {}} if message["method"] == "mcpServer/elicitation/request" else {"decision": "accept"}
+                )
                 self.send({"id": message["id"], "result": result})
                 continue
             with self.cond:
@@ -223,7 +250,7 @@ class _JsonRpc:
 
 @pytest.mark.skipif(not CODEX.exists(), reason=f"the codex binary is not installed at {CODEX} (npm ci installs it)")
 def test_real_codex_calls_the_control_plane_over_streamable_http(tmp_path):
-    from runs.harness.scripted_model import ScriptedModelServer
+    from runs.executors.live.scripted_model import ScriptedModelServer
 
     script = {
         "name": "progress-then-answer",
@@ -277,11 +304,12 @@ enabled = false
     }
     workdir = tmp_path / "work"
     workdir.mkdir()
+    stderr_log = (tmp_path / "codex-stderr.log").open("w")  # closed with the process below
     proc = subprocess.Popen(
         [str(CODEX), "app-server"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=open(tmp_path / "codex-stderr.log", "w"),
+        stderr=stderr_log,
         env=environment,
         cwd=workdir,
         text=True,
@@ -290,14 +318,18 @@ enabled = false
     )
     try:
         rpc = _JsonRpc(proc)
-        rpc.request("initialize", {"clientInfo": {"name": "evalhub_test", "title": "evalhub test", "version": "0"},
-                                   "capabilities": {"experimentalApi": True}})
+        rpc.request(
+            "initialize",
+            {"clientInfo": {"name": "evalhub_test", "title": "evalhub test", "version": "0"}, "capabilities": {"experimentalApi": True}},
+        )
         rpc.send({"method": "initialized"})
-        thread = rpc.request("thread/start", {"cwd": str(workdir), "approvalPolicy": "never",
-                                              "sandbox": "read-only", "ephemeral": True})["thread"]
+        thread = rpc.request("thread/start", {"cwd": str(workdir), "approvalPolicy": "never", "sandbox": "read-only", "ephemeral": True})[
+            "thread"
+        ]
         status = rpc.wait_notification(
-            lambda n: n.get("method") == "mcpServer/startupStatus/updated"
-            and n["params"].get("status") in ("ready", "failed", "cancelled"),
+            lambda n: (
+                n.get("method") == "mcpServer/startupStatus/updated" and n["params"].get("status") in ("ready", "failed", "cancelled")
+            ),
             timeout=10,
         )
         assert status["params"]["status"] == "ready", status
@@ -313,6 +345,7 @@ enabled = false
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
         proc.wait(5)
+        stderr_log.close()
         endpoint.close()
         model.stop()
 

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from runs.harness.contracts import EventLog
-from runs.harness.controlplane import ControlPlane
-from runs.harness.operations import ANSWER_SCHEMAS, INTERACTION_KINDS, argument_problems
+from runs.executors.live.contracts import EventLog
+from runs.executors.live.controlplane import ControlPlane
+from runs.executors.live.operations import ANSWER_SCHEMAS, INTERACTION_KINDS, argument_problems
 
 CASE = {"id": "governed-interaction", "title": "Park and resume governed interactions", "steps": [], "assertions": {}}
 PROMPT = "Ask one question with request_human_input, use the answer, then finish_task."
@@ -62,9 +62,21 @@ def test_a_new_board_holds_the_source_task_with_the_case_prompt(board):
 def test_operations_are_listed_in_a_stable_order_with_closed_schemas(board):
     operations = board.operations()
     assert [op["name"] for op in operations] == [
-        "report_progress", "write_document", "request_human_input", "finish_task", "request_review",
-        "block_task", "create_task", "set_dependencies", "get_task_context", "get_task_history",
-        "list_documents", "read_document", "search_tasks", "list_agents", "get_agent",
+        "report_progress",
+        "write_document",
+        "request_human_input",
+        "finish_task",
+        "request_review",
+        "block_task",
+        "create_task",
+        "set_dependencies",
+        "get_task_context",
+        "get_task_history",
+        "list_documents",
+        "read_document",
+        "search_tasks",
+        "list_agents",
+        "get_agent",
     ]
     for op in operations:
         schema = op["inputSchema"]
@@ -79,16 +91,14 @@ def test_operations_are_listed_in_a_stable_order_with_closed_schemas(board):
 def test_a_schema_error_lists_every_problem_and_changes_nothing(board):
     outcome = board.call(
         "request_human_input",
-        {"kind": "questions", "prompt": "", "options": ["a", "a"], "colour": "red",
-         "items": [{"id": "x"}]},
+        {"kind": "questions", "prompt": "", "options": ["a", "a"], "colour": "red", "items": [{"id": "x"}]},
     )
     assert outcome == {
         "ok": False,
         "receiptId": "rcpt-1",
         "error": {
             "code": "schema_error",
-            "message": "Invalid arguments for request_human_input: 7 problem(s). Fix them all and call "
-            "request_human_input again.",
+            "message": "Invalid arguments for request_human_input: 7 problem(s). Fix them all and call request_human_input again.",
             "details": [
                 "arguments: Additional properties are not allowed ('colour' was unexpected)",
                 "items[0]: 'text' is a required property",
@@ -197,19 +207,21 @@ def test_a_stale_expected_revision_is_a_conflict(board):
 # --------------------------------------------------------------------------- results, reviews, documents
 
 
-@pytest.mark.parametrize(
-    ("disposition", "status"), [("done", "done"), ("needs_review", "in_review"), ("blocked", "blocked")]
-)
+@pytest.mark.parametrize(("disposition", "status"), [("done", "done"), ("needs_review", "in_review"), ("blocked", "blocked")])
 def test_finish_task_proposes_then_accepts_and_comments_the_summary(board, disposition, status):
     run_id = board.begin_run("start")
     summary = "I changed the parser and verified it; " * 20
-    result = ok(board.call("finish_task", {
-        "summary": summary,
-        "disposition": disposition,
-        "verifications": [{"name": "unit tests", "status": "not_run", "reason": "tool_unavailable"}],
-    }))
-    assert result == {"taskId": "task-1", "disposition": disposition, "taskStatus": status,
-                      "commentId": "comment-1", "revision": 2}
+    result = ok(
+        board.call(
+            "finish_task",
+            {
+                "summary": summary,
+                "disposition": disposition,
+                "verifications": [{"name": "unit tests", "status": "not_run", "reason": "tool_unavailable"}],
+            },
+        )
+    )
+    assert result == {"taskId": "task-1", "disposition": disposition, "taskStatus": status, "commentId": "comment-1", "revision": 2}
     snapshot = board.snapshot()
     assert snapshot["runResult"] == {
         "summary": summary,
@@ -222,8 +234,7 @@ def test_finish_task_proposes_then_accepts_and_comments_the_summary(board, dispo
     assert snapshot["tasks"][0]["status"] == status
     assert events_of(board) == [
         ("run.result.proposed", {"receiptId": "rcpt-1", "runId": "run-1"}),
-        ("run.result.accepted", {"receiptId": "rcpt-1", "runId": "run-1", "disposition": disposition,
-                                 "verificationCount": 1}),
+        ("run.result.accepted", {"receiptId": "rcpt-1", "runId": "run-1", "disposition": disposition, "verificationCount": 1}),
     ]
     assert summary not in json.dumps([e.data for e in board.events.events()]), "event data carries no long text"
 
@@ -234,10 +245,16 @@ def test_an_invalid_result_is_proposed_then_rejected_and_the_agent_can_fix_it(bo
     assert bad["error"]["details"] == ["verifications[0].status: 'green' is not one of ['passed', 'failed', 'not_run']"]
     ok(board.call("finish_task", {"summary": "done", "verifications": [{"name": "tests", "status": "passed"}]}))
     assert board.events.types() == [
-        "run.result.proposed", "run.result.rejected", "run.result.proposed", "run.result.accepted",
+        "run.result.proposed",
+        "run.result.rejected",
+        "run.result.proposed",
+        "run.result.accepted",
     ]
     assert events_of(board, "run.result.rejected")[0][1] == {
-        "receiptId": "rcpt-1", "runId": "run-1", "code": "schema_error", "problemCount": 1,
+        "receiptId": "rcpt-1",
+        "runId": "run-1",
+        "code": "schema_error",
+        "problemCount": 1,
     }
     assert len(board.snapshot()["comments"]) == 1
 
@@ -247,9 +264,7 @@ def test_a_second_result_in_the_same_run_is_a_conflict_but_a_new_run_may_finish_
     ok(board.call("finish_task", {"summary": "first", "disposition": "needs_review"}))
     second = board.call("finish_task", {"summary": "second"})
     assert second["error"]["code"] == "conflict"
-    assert second["error"]["message"] == (
-        "This run already has an accepted result (rcpt-1); finish_task is called once per run."
-    )
+    assert second["error"]["message"] == ("This run already has an accepted result (rcpt-1); finish_task is called once per run.")
     assert board.events.types()[-2:] == ["run.result.proposed", "run.result.rejected"]
     replay_of_first = board.call("finish_task", {"summary": "first"})
     assert replay_of_first["error"]["code"] == "conflict"
@@ -279,15 +294,23 @@ def test_documents_keep_every_revision_and_the_plan_emits_plan_updated(board):
         ("plan.updated", {"taskId": "task-1", "key": "plan", "revision": 2, "receiptId": "rcpt-2"}),
     ]
     assert ok(board.call("read_document", {"key": "plan"})) == {
-        "key": "plan", "taskId": "task-1", "revision": 2, "title": "Plan", "body": "v2",
+        "key": "plan",
+        "taskId": "task-1",
+        "revision": 2,
+        "title": "Plan",
+        "body": "v2",
     }
     assert ok(board.call("list_documents", {}))["documents"] == [
-        {"key": "plan", "title": "Plan", "revision": 2}, {"key": "notes", "title": "notes", "revision": 1},
+        {"key": "plan", "title": "Plan", "revision": 2},
+        {"key": "notes", "title": "notes", "revision": 1},
     ]
     assert [(d["key"], d["revision"]) for d in board.snapshot()["documents"]] == [("plan", 1), ("plan", 2), ("notes", 1)]
     missing = board.call("read_document", {"key": "design"})
-    assert missing["error"] == {"code": "not_found", "message": "task-1 has no document 'design'.",
-                                "details": ["existing keys: plan, notes"]}
+    assert missing["error"] == {
+        "code": "not_found",
+        "message": "task-1 has no document 'design'.",
+        "details": ["existing keys: plan, notes"],
+    }
 
 
 def test_request_review_waits_in_review_until_the_human_decides(board):
@@ -295,8 +318,7 @@ def test_request_review_waits_in_review_until_the_human_decides(board):
     first = ok(board.call("request_review", {"summary": "Please confirm the external check."}))
     assert first["taskStatus"] == "in_review"
     assert events_of(board, "interaction.requested") == [
-        ("interaction.requested", {"interactionId": "interaction-1", "kind": "confirmation", "taskId": "task-1",
-                                   "receiptId": "rcpt-1"})
+        ("interaction.requested", {"interactionId": "interaction-1", "kind": "confirmation", "taskId": "task-1", "receiptId": "rcpt-1"})
     ]
     rejected = board.decide_review("interaction-1", "reject", "Only re-run the verification.")
     assert rejected["status"] == "rejected"
@@ -308,7 +330,9 @@ def test_request_review_waits_in_review_until_the_human_decides(board):
     snapshot = board.snapshot()
     assert snapshot["tasks"][0]["status"] == "done"
     assert [h["operation"] for h in snapshot["stateHistory"] if h["actor"] == "harness"] == [
-        "board.created", "eval.review_rejected", "eval.review_approved",
+        "board.created",
+        "eval.review_rejected",
+        "eval.review_approved",
     ]
     with pytest.raises(ValueError, match="interaction-2 is no longer pending \\(it is accepted\\)"):
         board.decide_review("interaction-2", "approve", "")
@@ -336,15 +360,20 @@ def test_questions_are_answered_with_one_of_their_options_in_parts(board):
         board,
         kind="questions",
         prompt="Two choices",
-        questions=[{"id": "db", "text": "Which database?", "options": ["sqlite", "postgres"]},
-                   {"id": "why", "text": "Why?"}],
+        questions=[{"id": "db", "text": "Which database?", "options": ["sqlite", "postgres"]}, {"id": "why", "text": "Why?"}],
     )
     assert events_of(board, "interaction.requested")[0][1] == {
-        "interactionId": "interaction-1", "kind": "questions", "taskId": "task-1", "receiptId": "rcpt-1",
+        "interactionId": "interaction-1",
+        "kind": "questions",
+        "taskId": "task-1",
+        "receiptId": "rcpt-1",
     }
     [pending] = board.pending_interactions()
     assert (pending["id"], pending["kind"], pending["runId"], pending["answeredItems"]) == (
-        "interaction-1", "questions", "run-1", [],
+        "interaction-1",
+        "questions",
+        "run-1",
+        [],
     )
     with pytest.raises(ValueError, match="answer 'mysql' to 'db' is not one of its options: sqlite, postgres"):
         board.answer_interaction(interaction_id, {"answers": {"db": "mysql"}})
@@ -354,7 +383,9 @@ def test_questions_are_answered_with_one_of_their_options_in_parts(board):
         board.answer_interaction(interaction_id, {"answers": {"db": "sqlite"}})
     part = board.answer_interaction(interaction_id, {"answers": {"db": "sqlite"}}, partial=True)
     assert (part["status"], part["answeredItems"], part["partialAnswer"]) == (
-        "pending", ["db"], {"answers": {"db": "sqlite"}},
+        "pending",
+        ["db"],
+        {"answers": {"db": "sqlite"}},
     )
     done = board.answer_interaction(interaction_id, {"answers": {"why": "it is small"}})
     assert done["status"] == "answered"
@@ -365,8 +396,7 @@ def test_questions_are_answered_with_one_of_their_options_in_parts(board):
 
 
 def test_suggested_tasks_are_accepted_by_index_or_title_and_the_rest_rejected(board):
-    interaction_id = ask(board, kind="suggest_tasks", prompt="Which follow-ups?",
-                         options=["Add tests", "Write docs", "Refactor"])
+    interaction_id = ask(board, kind="suggest_tasks", prompt="Which follow-ups?", options=["Add tests", "Write docs", "Refactor"])
     with pytest.raises(ValueError, match="no suggestion 7"):
         board.answer_interaction(interaction_id, {"accepted": [7]})
     with pytest.raises(ValueError, match="suggestions both accepted and rejected: Add tests"):
@@ -388,8 +418,12 @@ def test_checkbox_answers_name_existing_options(board):
 
 
 def test_item_verdicts_stay_pending_until_every_item_has_a_verdict(board):
-    interaction_id = ask(board, kind="item_verdicts", prompt="Review these",
-                         items=[{"id": "a", "text": "Rename"}, {"id": "b", "text": "Delete"}, {"id": "c", "text": "Move"}])
+    interaction_id = ask(
+        board,
+        kind="item_verdicts",
+        prompt="Review these",
+        items=[{"id": "a", "text": "Rename"}, {"id": "b", "text": "Delete"}, {"id": "c", "text": "Move"}],
+    )
     part = board.answer_interaction(interaction_id, {"verdicts": {"b": "reject"}}, partial=True)
     assert part["status"] == "pending"
     assert part["answeredItems"] == ["b"]
@@ -404,7 +438,8 @@ def test_item_verdicts_stay_pending_until_every_item_has_a_verdict(board):
     assert done["status"] == "answered"
     assert done["answer"] == {"verdicts": {"a": "accept", "b": "reject", "c": "accept"}}
     assert [h["operation"] for h in board.snapshot()["stateHistory"]][-2:] == [
-        "eval.interaction_partially_answered", "eval.interaction_answered",
+        "eval.interaction_partially_answered",
+        "eval.interaction_answered",
     ]
 
 
@@ -443,10 +478,14 @@ def test_every_interaction_kind_has_an_answer_schema(kind):
         ({"kind": "item_verdicts", "prompt": "p"}, "items: kind 'item_verdicts' needs 'items'"),
         ({"kind": "suggest_tasks", "prompt": "p"}, "options: kind 'suggest_tasks' needs 'options'"),
         ({"kind": "confirmation", "prompt": "p", "options": ["y"]}, "options: not used by kind 'confirmation'; remove it"),
-        ({"kind": "item_verdicts", "prompt": "p", "items": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]},
-         "items: ids must be unique; repeated: a"),
-        ({"kind": "questions", "prompt": "p", "questions": [{"id": "q", "text": "t", "options": ["x", "x"]}]},
-         "questions[0].options: options must be unique; repeated: x"),
+        (
+            {"kind": "item_verdicts", "prompt": "p", "items": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]},
+            "items: ids must be unique; repeated: a",
+        ),
+        (
+            {"kind": "questions", "prompt": "p", "questions": [{"id": "q", "text": "t", "options": ["x", "x"]}]},
+            "questions[0].options: options must be unique; repeated: x",
+        ),
     ],
 )
 def test_each_interaction_kind_needs_its_own_fields(arguments, problem):
@@ -458,8 +497,7 @@ def test_each_interaction_kind_needs_its_own_fields(arguments, problem):
 
 def test_a_delegated_child_blocks_its_parent_until_the_control_plane_completes_it(board):
     board.begin_run("start")
-    child = ok(board.call("create_task", {"title": "Port the parser", "description": "Port it.",
-                                          "assignee": "agent-opencode"}))
+    child = ok(board.call("create_task", {"title": "Port the parser", "description": "Port it.", "assignee": "agent-opencode"}))
     assert child == {"taskId": "task-2", "parentId": "task-1", "taskStatus": "todo", "revision": 2}
     deps = ok(board.call("set_dependencies", {"taskId": "task-1", "blockedBy": ["task-2"]}))
     assert deps["taskStatus"] == "blocked"
@@ -474,10 +512,8 @@ def test_a_delegated_child_blocks_its_parent_until_the_control_plane_completes_i
     board.begin_run("blockers_resolved")
     again = board.complete_child("task-2", "Parser ported; tests pass.")
     assert again["duplicate"] is True
-    assert events_of(board, "delegation.created", "task.dependencies.updated", "delegation.completed",
-                     "delegation.duplicate_wake") == [
-        ("delegation.created", {"taskId": "task-2", "parentId": "task-1", "assignee": "agent-opencode",
-                                "receiptId": "rcpt-1"}),
+    assert events_of(board, "delegation.created", "task.dependencies.updated", "delegation.completed", "delegation.duplicate_wake") == [
+        ("delegation.created", {"taskId": "task-2", "parentId": "task-1", "assignee": "agent-opencode", "receiptId": "rcpt-1"}),
         ("task.dependencies.updated", {"taskId": "task-1", "blockedBy": ["task-2"], "receiptId": "rcpt-2"}),
         ("delegation.completed", {"taskId": "task-2", "parentId": "task-1", "unblocked": ["task-1"]}),
         ("delegation.duplicate_wake", {"taskId": "task-2", "parentId": "task-1"}),
@@ -495,7 +531,9 @@ def test_dependencies_refuse_unknown_tasks_self_blocks_and_cycles(board):
     ok(board.call("create_task", {"title": "A", "description": "a"}))
     ok(board.call("create_task", {"title": "B", "description": "b"}))
     assert board.call("set_dependencies", {"taskId": "task-2", "blockedBy": ["task-5"]})["error"] == {
-        "code": "not_found", "message": "Unknown blocking task(s): task-5.", "details": ["known tasks: task-1, task-2, task-3"],
+        "code": "not_found",
+        "message": "Unknown blocking task(s): task-5.",
+        "details": ["known tasks: task-1, task-2, task-3"],
     }
     assert board.call("set_dependencies", {"taskId": "task-2", "blockedBy": ["task-2"]})["error"]["code"] == "not_allowed"
     ok(board.call("set_dependencies", {"taskId": "task-2", "blockedBy": ["task-3"]}))
@@ -542,7 +580,8 @@ def test_runs_are_numbered_and_validated(board):
     assert board.begin_run("interaction_resolved") == "run-2"
     board.end_run("succeeded")
     assert [(r["id"], r["wakeReason"], r["status"]) for r in board.snapshot()["runs"]] == [
-        ("run-1", "start", "yielded"), ("run-2", "interaction_resolved", "succeeded"),
+        ("run-1", "start", "yielded"),
+        ("run-2", "interaction_resolved", "succeeded"),
     ]
 
 
@@ -551,8 +590,7 @@ def test_after_cancel_the_agent_can_read_but_not_change_the_board(board):
     board.cancel("operator")
     board.cancel("operator")
     refused = board.call("finish_task", {"summary": "done anyway"})
-    assert refused["error"] == {"code": "not_allowed",
-                                "message": "task-1 was cancelled; stop working and end your turn.", "details": []}
+    assert refused["error"] == {"code": "not_allowed", "message": "task-1 was cancelled; stop working and end your turn.", "details": []}
     assert ok(board.call("get_task_context", {}))["task"]["status"] == "cancelled"
     snapshot = board.snapshot()
     assert snapshot["runResult"] is None

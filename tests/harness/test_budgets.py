@@ -1,4 +1,4 @@
-"""The reference's budget rules (upstream-spec §6.3): stop once, no continuation, the verdict."""
+"""The reference's budget rules: stop once, no continuation, the verdict."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
-from runs.harness.budgets import BudgetGuard, budget_verdict
-from runs.harness.contracts import Usage
-from runs.harness.pricing import Price, cost_usd
+from runs.executors.live.budgets import BudgetGuard, budget_verdict
+from runs.executors.live.contracts import Usage
+from runs.executors.live.pricing import Price, cost_usd
 
 # $1 per million of every kind of token: 1000 tokens cost $0.001.
 DOLLAR = Price("m", Decimal(1), Decimal(1), Decimal(1), Decimal(1))
@@ -56,12 +56,24 @@ def test_verdicts() -> None:
 
 
 def test_exact_total_without_a_recorded_stop_is_still_reached() -> None:
-    assert budget_verdict(total_tokens=1000, cost_usd=None, stop_message=None,
-                          max_total_tokens=1000, max_cost_usd=None) == "candidate_budget_reached"
-    assert budget_verdict(total_tokens=999, cost_usd=None, stop_message="candidate reported usage budget stop: x",
-                          max_total_tokens=1000, max_cost_usd=None) == "candidate_budget_reached"
-    assert budget_verdict(total_tokens=999, cost_usd=0.5, stop_message=None,
-                          max_total_tokens=1000, max_cost_usd=0.4) == "candidate_budget_exceeded"
+    assert (
+        budget_verdict(total_tokens=1000, cost_usd=None, stop_message=None, max_total_tokens=1000, max_cost_usd=None)
+        == "candidate_budget_reached"
+    )
+    assert (
+        budget_verdict(
+            total_tokens=999,
+            cost_usd=None,
+            stop_message="candidate reported usage budget stop: x",
+            max_total_tokens=1000,
+            max_cost_usd=None,
+        )
+        == "candidate_budget_reached"
+    )
+    assert (
+        budget_verdict(total_tokens=999, cost_usd=0.5, stop_message=None, max_total_tokens=1000, max_cost_usd=0.4)
+        == "candidate_budget_exceeded"
+    )
 
 
 def test_cost_limit_stops_when_the_cost_is_known() -> None:

@@ -1,7 +1,7 @@
 """The case driver plays each case's steps against a fake runtime and the real control plane.
 
 ``FakeDriver`` stands in for a real runtime driver: it plays a scripted-model script (the same
-JSON files ``runs/harness/scripts/`` gives the scripted model server) the way a runtime would —
+JSON files ``runs/executors/live/scripts/`` gives the scripted model server) the way a runtime would —
 one script step per model request, tool calls into the real ``ControlPlane``, the canonical
 runtime events a driver emits — so the case driver, the observer and the scorer are exercised
 end to end without a binary. The real runtime runs the same scripts in the end-to-end tests.
@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
-from runs.harness.budgets import BudgetGuard
-from runs.harness.case_driver import MODE_INSTRUCTIONS, CaseCallbacks, case_callbacks, run_case, typed_answer
-from runs.harness.contracts import Driver, EventLog, Evidence, RuntimeRequest, TurnOutcome, Usage
-from runs.harness.controlplane import ControlPlane
-from runs.harness.observe import observe
-from runs.harness.pricing import Price, cost_usd
-from runs.observation_schema import validate_observation
-from runs.scoring import score_observation
+from runs.evaluation.observation_schema import validate_observation
+from runs.evaluation.scoring import score_observation
+from runs.executors.live.budgets import BudgetGuard
+from runs.executors.live.case_driver import MODE_INSTRUCTIONS, CaseCallbacks, case_callbacks, run_case, typed_answer
+from runs.executors.live.contracts import Driver, EventLog, Evidence, RuntimeRequest, TurnOutcome, Usage
+from runs.executors.live.controlplane import ControlPlane
+from runs.executors.live.observe import observe
+from runs.executors.live.pricing import Price, cost_usd
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ROOT / "runs" / "harness" / "scripts"
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "runs" / "executors" / "live" / "scripts"
 CASES = {case["id"]: case for case in json.loads((ROOT / "evalhub/reference_data/workflow-cases.json").read_text())["cases"]}
 BUDGET = {"maxLatencyMs": 20_000, "maxAttempts": 3, "maxCostUsd": 0.2, "maxTotalTokens": 64_000}
 CANDIDATE = {"id": "fake-codex", "provider": "codex", "model": "scripted-model", "budget": BUDGET}
@@ -71,8 +71,7 @@ class FakeDriver(Driver):
     runtime_name = "fake runtime"
     capabilities = frozenset({"steer", "interrupt", "resume"})
 
-    def __init__(self, script: Mapping[str, Any], control_plane: ControlPlane, events: EventLog, *,
-                 time_scale: float = 0.1) -> None:
+    def __init__(self, script: Mapping[str, Any], control_plane: ControlPlane, events: EventLog, *, time_scale: float = 0.1) -> None:
         self.callbacks: Any = None
         self.steps = list(script["steps"])
         self.final_text = script.get("finalText", "Scripted run finished.")
@@ -150,8 +149,7 @@ class FakeDriver(Driver):
                     self._call(output["call"], output.get("arguments", {}))
             if "usage" in step:
                 u = step["usage"]
-                self.usage = self.usage + Usage(u.get("input", 0), u.get("cachedInput", 0), u.get("output", 0),
-                                                u.get("reasoning", 0))
+                self.usage = self.usage + Usage(u.get("input", 0), u.get("cachedInput", 0), u.get("output", 0), u.get("reasoning", 0))
                 self._emit("usage.updated", total=self.usage.total)
                 self.callbacks.on_usage(turn_id, self.usage)
                 interrupt.wait(0.02)  # a budget interrupt is requested from another thread
@@ -222,10 +220,17 @@ class FakeDriver(Driver):
         self.interrupt()
 
 
-def play(case_id: str, script: str | Mapping[str, Any], *, budget: Mapping[str, Any] | None = None,
-         price: Price | None = PRICE, trace: Mapping[str, Any] | None = TRACE,
-         built_with_callbacks: bool = False, case: Mapping[str, Any] | None = None) -> tuple[Evidence, FakeDriver]:
-    """Run ``case_id`` with ``script`` (a name under runs/harness/scripts or a script document).
+def play(
+    case_id: str,
+    script: str | Mapping[str, Any],
+    *,
+    budget: Mapping[str, Any] | None = None,
+    price: Price | None = PRICE,
+    trace: Mapping[str, Any] | None = TRACE,
+    built_with_callbacks: bool = False,
+    case: Mapping[str, Any] | None = None,
+) -> tuple[Evidence, FakeDriver]:
+    """Run ``case_id`` with ``script`` (a name under runs/executors/live/scripts or a script document).
     ``built_with_callbacks`` wires callbacks as real drivers need them: made first, given to the
     driver and to ``run_case``."""
     case = case or CASES[case_id]
@@ -314,7 +319,11 @@ def test_governed_interactions_are_answered_in_batches_with_one_wake_each() -> N
     assert [r["wakeReason"] for r in evidence.board["runs"]] == ["start", "interaction_resolved", "interaction_resolved"]
     resolved = [e.data for e in evidence.events if e.type == "interaction.resolved"]
     assert [(d["kind"], d["partial"]) for d in resolved] == [
-        ("questions", False), ("suggest_tasks", False), ("checkbox", False), ("item_verdicts", True), ("item_verdicts", False)
+        ("questions", False),
+        ("suggest_tasks", False),
+        ("checkbox", False),
+        ("item_verdicts", True),
+        ("item_verdicts", False),
     ]
     verdicts = next(i for i in evidence.board["interactions"] if i["kind"] == "item_verdicts")
     assert verdicts["answer"] == {"verdicts": {"i1": "accept", "i2": "accept"}}
@@ -325,7 +334,9 @@ def test_steering_queued_becomes_turn_input_and_duplicate_is_acknowledged_once()
     evidence, driver = play("steering-causality", "steering-causality")
     delivered = [e.data for e in evidence.events if e.type == "turn.steering.delivered"]
     assert [(d["steerId"], d["delivery"], d["attempt"], d["forwarded"]) for d in delivered] == [
-        ("steer-1", "queued", 1, True), ("steer-2", "active_turn", 1, True), ("steer-2", "active_turn", 2, False)
+        ("steer-1", "queued", 1, True),
+        ("steer-2", "active_turn", 1, True),
+        ("steer-2", "active_turn", 2, False),
     ]
     assert "steer-1" in driver.turn_inputs[1]
     assert len(driver.steered) == 1
@@ -392,12 +403,15 @@ def test_no_turn_starts_after_a_budget_stop() -> None:
 
 
 def test_typed_answers_per_kind() -> None:
-    assert typed_answer({"kind": "questions", "questions": [{"id": "a", "options": ["x", "y"]}, {"id": "b"}]},
-                        partial=False) == {"answers": {"a": "x", "b": "eval-choice"}}
-    assert typed_answer({"kind": "item_verdicts", "items": [{"id": "1"}, {"id": "2"}, {"id": "3"}]},
-                        partial=True) == {"verdicts": {"1": "accept"}}
-    assert typed_answer({"kind": "item_verdicts", "items": [{"id": "1"}, {"id": "2"}], "answeredItems": ["1"]},
-                        partial=False) == {"verdicts": {"2": "accept"}}
+    assert typed_answer({"kind": "questions", "questions": [{"id": "a", "options": ["x", "y"]}, {"id": "b"}]}, partial=False) == {
+        "answers": {"a": "x", "b": "eval-choice"}
+    }
+    assert typed_answer({"kind": "item_verdicts", "items": [{"id": "1"}, {"id": "2"}, {"id": "3"}]}, partial=True) == {
+        "verdicts": {"1": "accept"}
+    }
+    assert typed_answer({"kind": "item_verdicts", "items": [{"id": "1"}, {"id": "2"}], "answeredItems": ["1"]}, partial=False) == {
+        "verdicts": {"2": "accept"}
+    }
     assert typed_answer({"kind": "suggest_tasks", "options": ["a", "b"]}, partial=False) == {"accepted": [0], "rejected": [1]}
     assert typed_answer({"kind": "checkbox", "options": ["a", "b"]}, partial=False) == {"checked": ["a"]}
     with pytest.raises(ValueError, match="unknown interaction kind"):
@@ -423,15 +437,21 @@ def test_callbacks_built_before_the_driver_answer_permissions_and_stop_the_budge
 
 
 def test_restart_right_after_the_result_is_proposed_does_not_finish_twice() -> None:
-    case = {**CASES["restart-recovery"], "steps": [
-        {"kind": "run_start", "taskMode": "execute"},
-        {"kind": "process_restart", "phase": "semantic_result"},
-    ]}
-    script = {"name": "x", "steps": [
-        {"outputs": [{"call": "report_progress", "arguments": {"message": "working"}}]},
-        {"outputs": [{"call": "finish_task", "arguments": {"summary": "Finished the work once."}}]},
-        {"outputs": [{"say": "Result already recorded; nothing more to do."}], "delayMs": 3000},
-    ]}
+    case = {
+        **CASES["restart-recovery"],
+        "steps": [
+            {"kind": "run_start", "taskMode": "execute"},
+            {"kind": "process_restart", "phase": "semantic_result"},
+        ],
+    }
+    script = {
+        "name": "x",
+        "steps": [
+            {"outputs": [{"call": "report_progress", "arguments": {"message": "working"}}]},
+            {"outputs": [{"call": "finish_task", "arguments": {"summary": "Finished the work once."}}]},
+            {"outputs": [{"say": "Result already recorded; nothing more to do."}], "delayMs": 3000},
+        ],
+    }
     evidence, driver = play("restart-recovery", script, case=case)
     assert [e.data["phase"] for e in evidence.events if e.type == "process.restarted"] == ["semantic_result"]
     types = [e.type for e in evidence.events]

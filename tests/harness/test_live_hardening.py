@@ -8,6 +8,7 @@ comparison, and an unreachable model endpoint (which must fail fast, not wait ou
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import socket
 import subprocess
@@ -18,12 +19,13 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
-from runs.harness.drivers.codex import resolve_codex_binary
-from runs.harness.providers import ProviderSettingsError, provider_profiles, scripted_settings
-from runs.harness.trace import TraceIntegrityError, gunzip, read_artifact, sha256_ref
+from runs.executors.live.executor import configured_profiles
+from runs.executors.live.providers import ProviderSettingsError, scripted_provider
+from runs.executors.live.runtimes import RUNTIMES
+from runs.executors.live.trace import TraceIntegrityError, gunzip, read_artifact, sha256_ref
 from schedules.models import MAX_PROMPT_LENGTH, WorkflowCase
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- stored traces -------------------------------------------------------------------------------
@@ -73,16 +75,17 @@ def test_a_settings_profile_cannot_declare_itself_scripted(settings) -> None:
     profile = {"openai": {"base_url": "http://127.0.0.1:1/v1", "env_key": "OPENAI_API_KEY", "scripted": True}}
     settings.EVALHUB = {**settings.EVALHUB, "MODEL_PROVIDERS_JSON": json.dumps(profile)}
     with pytest.raises(ProviderSettingsError, match="unknown keys scripted"):
-        provider_profiles()
+        configured_profiles()
 
 
-def test_only_demo_live_makes_a_scripted_profile_and_it_wins(settings) -> None:
+def test_only_demo_live_makes_a_scripted_profile(settings) -> None:
     user = {"scripted": {"base_url": "https://paid.example/v1", "env_key": "OPENAI_API_KEY"}}
     settings.EVALHUB = {**settings.EVALHUB, "MODEL_PROVIDERS_JSON": json.dumps(user)}
-    with scripted_settings("http://127.0.0.1:1/scripts/{case_id}/v1", providers=("codex",)) as profile:
-        assert profile.scripted is True
-        assert provider_profiles()["scripted"].base_url == "http://127.0.0.1:1/scripts/{case_id}/v1"
-    assert provider_profiles()["scripted"].scripted is False
+    profile = scripted_provider("http://127.0.0.1:1/scripts/{case_id}/v1")
+    assert profile.scripted is True
+    assert profile.base_url == "http://127.0.0.1:1/scripts/{case_id}/v1"
+    # A configured profile of the same name is an ordinary, measured endpoint.
+    assert configured_profiles()["scripted"].scripted is False
 
 
 # --- the command line ----------------------------------------------------------------------------
@@ -93,7 +96,7 @@ def _cli(*args: str, key: str | None = "fake-key-for-local-test") -> subprocess.
     if key is not None:
         env["OPENAI_API_KEY"] = key
     return subprocess.run(
-        [sys.executable, "-m", "runs.harness", "run-case", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
+        [sys.executable, "-m", "runs.executors.live", "run-case", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
     )
 
 
@@ -112,7 +115,7 @@ def _cli(*args: str, key: str | None = "fake-key-for-local-test") -> subprocess.
         (("final-response", "--price", '{"input": -1000}'), "from 0 to 10000"),
         (("final-response", "--attempt", "0"), "must be between 1 and 1000"),
         (("final-response", "--scripts", "/nonexistent"), "not a directory"),
-        (("final-response", "--scripts", "runs/harness/scripts", "--script", "nope"), "no script 'nope'"),
+        (("final-response", "--scripts", "runs/executors/live/scripts", "--script", "nope"), "no script 'nope'"),
         (("final-response", "--out", "/nonexistent/dir/x.json"), "the directory /nonexistent/dir does not exist"),
     ],
 )
@@ -123,9 +126,13 @@ def test_bad_arguments_exit_2_with_what_to_fix(args: tuple[str, ...], message: s
 
 
 def test_a_missing_required_variable_is_named() -> None:
-    completed = _cli("final-response", "--scripts", "runs/harness/scripts", key=None)
+    completed = _cli("final-response", "--scripts", "runs/executors/live/scripts", key=None)
     assert completed.returncode == 2
     assert "set OPENAI_API_KEY in the environment" in completed.stderr
+    # an opencode candidate reads OpenRouter's key
+    completed = _cli("final-response", "--candidate", "opencode-kimi", "--scripts", "runs/executors/live/scripts")
+    assert completed.returncode == 2
+    assert "set OPENROUTER_API_KEY in the environment: candidate opencode-kimi requires it" in completed.stderr
 
 
 # --- case prompts --------------------------------------------------------------------------------
@@ -147,7 +154,7 @@ def test_an_over_long_prompt_is_refused_when_saved(reference_catalog, staff_clie
 
 
 @pytest.mark.django_db
-@pytest.mark.skipif(resolve_codex_binary() is None, reason="codex is not installed: run `make install` (npm ci)")
+@pytest.mark.skipif(RUNTIMES["codex"].resolve() is None, reason="codex is not installed: run `make install` (npm ci)")
 def test_an_unreachable_endpoint_fails_fast_as_provider_unreachable(reference_catalog, settings, monkeypatch) -> None:
     from runs.models import Attempt, Execution
 
@@ -158,8 +165,16 @@ def test_an_unreachable_endpoint_fails_fast_as_provider_unreachable(reference_ca
     settings.EVALHUB = {**settings.EVALHUB, "MODEL_PROVIDERS_JSON": json.dumps(profile)}
     monkeypatch.setenv("OPENAI_API_KEY", "fake-key-for-local-test")
     call_command(
-        "nightly", "--execute", "--no-progress", "--generated-at", "2026-08-24T00:00:00.000Z",
-        "--candidate", "codex-luna", "--limit", "1", stdout=open("/dev/null", "w"),
+        "nightly",
+        "--execute",
+        "--no-progress",
+        "--generated-at",
+        "2026-08-24T00:00:00.000Z",
+        "--candidate",
+        "codex-luna",
+        "--limit",
+        "1",
+        stdout=io.StringIO(),
     )
     (execution,) = Execution.objects.all()
     assert (execution.classification, execution.failure_code, execution.failure_retryable) == (

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from runs.harness.contracts import CanonicalEvent
-from runs.harness.observe import (
+from runs.evaluation.observation_schema import validate_observation
+from runs.evaluation.scoring import score_observation
+from runs.executors.live.contracts import CanonicalEvent
+from runs.executors.live.observe import (
     activity_families,
     is_subsequence,
     observe,
@@ -18,9 +20,7 @@ from runs.harness.observe import (
     recovery_owner,
     response_source,
 )
-from runs.observation_schema import validate_observation
-from runs.scoring import score_observation
-from tests.test_case_driver import BUDGET, TRACE, failing, play
+from tests.harness.test_case_driver import BUDGET, TRACE, failing, play
 
 MISBEHAVING = {
     # never calls finish_task, even after the one reminder turn
@@ -163,8 +163,11 @@ def _events(*specs: tuple[str, dict[str, Any]] | str) -> list[CanonicalEvent]:
     events = []
     for n, spec in enumerate(specs, 1):
         type_, data = (spec, {}) if isinstance(spec, str) else spec
-        source = "harness" if type_.startswith(("run.started", "run.presentation", "review.", "interaction.resolved",
-                                                "turn.steering.delivered")) else "runtime"
+        source = (
+            "harness"
+            if type_.startswith(("run.started", "run.presentation", "review.", "interaction.resolved", "turn.steering.delivered"))
+            else "runtime"
+        )
         events.append(CanonicalEvent(id=f"evt-{n}", type=type_, source=source, at_ms=n, data=data))
     return events
 
@@ -182,8 +185,17 @@ def test_markers_for_a_review_cycle() -> None:
     )
     markers = presentation_markers(events, {"runResult": {"receiptId": "rcpt-3", "verifications": []}})
     assert markers == [
-        "review", "rejection", "continuation", "commentary", "verification-only", "replacement-review",
-        "same-issue", "parent-final", "acceptance", "approval", "final",
+        "review",
+        "rejection",
+        "continuation",
+        "commentary",
+        "verification-only",
+        "replacement-review",
+        "same-issue",
+        "parent-final",
+        "acceptance",
+        "approval",
+        "final",
     ]
 
 

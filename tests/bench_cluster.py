@@ -1,0 +1,164 @@
+"""``make bench``'s multi-process part: executions per second through real qcluster workers
+against django-q2's own no-op task rate on the same broker, and a night's wall time with 1 and 2
+workers. Prints a Markdown table (copied into docs/benchmarks.md).
+
+Run as ``python tests/bench_cluster.py [--night-delay 2]``: it migrates a file SQLite database
+in a temporary directory (the embedded default: SQLite + ORM broker), or uses ``DATABASE_URL`` and
+``REDIS_URL`` when both are set, and starts and stops its own clusters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+# Both sides are timed alike: from the first ``async_task`` (the same call, on the same broker,
+# through the same cluster command and Q_CLUSTER settings) to the last of their task rows saved by
+# the cluster, polled every 10 ms the same way. A night's last task finishes and reports the run
+# before it returns, so evalhub's time covers the finalisation too. The night's schedule and run are
+# built before the clock starts (that is the nightly task's work, not the executions').
+SNIPPET = """
+import json, sys, time
+import django
+django.setup()
+from django.db import transaction
+from django_q.models import Task
+from django_q.tasks import async_task
+command = sys.argv[1]
+if command == "noop":
+    n = int(sys.argv[2])
+    group = f"noop-{time.time_ns()}"
+    started = time.monotonic()
+    for _ in range(n):
+        async_task("tests.cluster_support.noop", group=group)
+    while Task.objects.filter(group=group).count() < n:
+        time.sleep(0.01)
+    print(json.dumps({"seconds": time.monotonic() - started, "n": n}))
+elif command == "night":
+    from decimal import Decimal
+    from django.utils import timezone
+    from runs.models import Run
+    from runs.periodic import declare_periodic_tasks
+    from runs.services import create_run, dispatch_run
+    from schedules.models import Schedule
+    from schedules.services import schedule_for_night
+    from tests.builders import load_reference_catalog
+    from tests.cluster_support import NIGHT, SEED
+    Run.objects.all().delete()
+    Schedule.objects.all().delete()
+    load_reference_catalog()
+    declare_periodic_tasks(now=timezone.now())
+    started = time.monotonic()
+    schedule, _ = schedule_for_night(seed=SEED, now=NIGHT)
+    run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), trigger="nightly")
+    queued = time.monotonic()
+    with transaction.atomic():
+        n = dispatch_run(run)
+    while Task.objects.filter(group=f"run-{run.pk}").count() < n:
+        time.sleep(0.01)
+    ended = time.monotonic()
+    row = Run.objects.get(pk=run.pk)
+    reported = Run.objects.filter(pk=run.pk, report__isnull=False).exists()
+    print(json.dumps({"seconds": ended - started, "prepare": queued - started, "executing": ended - queued, "n": n, "status": row.status, "reported": reported}))
+"""
+
+
+def environment(base: dict[str, str], workers: int, delay: float) -> dict[str, str]:
+    return {
+        **base,
+        "EVALHUB_TEST_Q_WORKERS": str(workers),
+        "EVALHUB_TEST_DELAY_S": str(delay),
+        "EVALHUB_TEST_CALLS": base["EVALHUB_TEST_CALLS"],
+        "OPENAI_API_KEY": "x-bench-1",
+        "OPENROUTER_API_KEY": "x-bench-2",
+        "ANTHROPIC_API_KEY": "x-bench-3",
+    }
+
+
+def measure(base: dict[str, str], workers: int, delay: float, command: str, *args: str) -> dict:
+    env = {**environment(base, workers, delay), "EVALHUB_TEST_Q_NAME": f"bench-{uuid.uuid4().hex[:8]}"}
+    cluster = subprocess.Popen(
+        [PYTHON, "manage.py", "worker", "--grace", "10"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        # Warm up: the cluster is ready once it has run one no-op task.
+        subprocess.run([PYTHON, "-c", SNIPPET, "noop", "1"], cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
+        done = subprocess.run([PYTHON, "-c", SNIPPET, command, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise SystemExit(f"bench_cluster: {command} with {workers} worker(s) failed:\n{done.stderr[-3000:]}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"  {command}, {workers} worker(s), {delay:g} s executions: {result}", file=sys.stderr, flush=True)
+        return result
+    finally:
+        cluster.send_signal(signal.SIGTERM)
+        try:
+            cluster.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(cluster.pid, signal.SIGKILL)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    # As many no-op tasks as a night has executions: the cluster's start-up latency (its first
+    # poll) weighs on both sides alike.
+    parser.add_argument("--noop-tasks", type=int, default=40)
+    parser.add_argument("--night-delay", type=float, default=2.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    options = parser.parse_args()
+    directory = Path(tempfile.mkdtemp(prefix="evalhub-bench-"))
+    base = {key: value for key, value in os.environ.items() if not key.startswith("EVALHUB_")}
+    base.update(
+        {"DJANGO_SETTINGS_MODULE": "tests.cluster_settings", "PYTHONPATH": str(REPO), "EVALHUB_TEST_CALLS": str(directory / "calls.log")}
+    )
+    if not (base.get("DATABASE_URL") and base.get("REDIS_URL")):
+        base.pop("DATABASE_URL", None)
+        base.pop("REDIS_URL", None)
+        base["EVALHUB_SQLITE_PATH"] = str(directory / "bench.sqlite3")
+    broker = "PostgreSQL + Redis" if "REDIS_URL" in base else "SQLite + ORM broker"
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=REPO, env=environment(base, 1, 0), check=True)
+    subprocess.run([PYTHON, "manage.py", "load_reference"], cwd=REPO, env=environment(base, 1, 0), check=True, capture_output=True)
+    rates: dict[int, dict[str, list[float]]] = {workers: {"noop": [], "evalhub": []} for workers in (1, 2)}
+    # Interleaved repeats (django-q2's no-op, evalhub's night, for 1 then 2 workers, again and
+    # again): a machine shared with other jobs slows both sides of a ratio alike.
+    for _ in range(options.repeats):
+        for workers in (1, 2):
+            noop = measure(base, workers, 0, "noop", str(options.noop_tasks))
+            night = measure(base, workers, 0, "night")
+            # The rate counts from the night's executions being queued to their last task row (the
+            # last task reports the run before it returns): building and saving the schedule and
+            # the run (``prepare``) is the nightly task's, not the executions'.
+            rates[workers]["noop"].append(noop["n"] / noop["seconds"])
+            rates[workers]["evalhub"].append(night["n"] / night["executing"])
+    slow = {workers: measure(base, workers, options.night_delay, "night")["seconds"] for workers in (1, 2)}
+    print(f"broker: {broker}; {options.repeats} interleaved repeats; load average: {os.getloadavg()[0]:.1f}")
+    print("| workers | django-q2 no-op tasks/s (best / median) | evalhub no-op executions/s (best / median) | ratio (medians) |")
+    print("|---|---|---|---|")
+    for workers, rate in rates.items():
+        noop_rate, execution_rate = statistics.median(rate["noop"]), statistics.median(rate["evalhub"])
+        print(
+            f"| {workers} | {max(rate['noop']):.1f} / {noop_rate:.1f} | {max(rate['evalhub']):.1f} / {execution_rate:.1f} "
+            f"| {execution_rate / noop_rate:.2f}× |"
+        )
+    print(
+        f"| night of 40 × {options.night_delay:g} s executions | 1 worker: {slow[1]:.1f} s | 2 workers: {slow[2]:.1f} s | {slow[1] / slow[2]:.2f}× faster |"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Every page and the admin screens a user reaches, in headless Chromium, as a stakeholder sees them.
+
+Each page is opened at 1366 × 900 and at a phone width (390 px) over the realistic nights of
+:mod:`tests.browser_night`: no console error, no text overflowing (or clipped by) its box, no
+table cut off at the desktop width, no link covered by another element, charts with readable,
+distinct ticks, and every link on the page leads somewhere that is not an error. A screenshot of
+each page at each width is saved under ``var/screenshots/pages/`` (the path is printed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from runs.models import Classification
+from tests.browser_night import Nights
+from tests.browser_support import SCREENSHOTS, broken_links, look_at, y_tick_labels
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _execution(nights: Nights, classification: str) -> int:
+    return nights.tonight.executions.filter(classification=classification).order_by("position").first().pk
+
+
+#: Every page a signed-in user reaches, by name: its address for the nights built.
+PAGES: dict[str, Callable[[Nights], str]] = {
+    "runs": lambda nights: "/",
+    "run-tonight": lambda nights: f"/runs/{nights.tonight.pk}/",
+    "run-past": lambda nights: f"/runs/{nights.past[0].pk}/",
+    "run-scripted": lambda nights: f"/runs/{nights.scripted.pk}/",
+    "run-pending": lambda nights: f"/runs/{nights.pending.pk}/",
+    "execution-skipped": lambda nights: f"/executions/{_execution(nights, Classification.SKIPPED)}/",
+    "execution-completed": lambda nights: f"/executions/{_execution(nights, Classification.COMPLETED)}/",
+    "execution-infrastructure": lambda nights: f"/executions/{_execution(nights, Classification.INFRASTRUCTURE_FAILURE)}/",
+    "execution-scripted": lambda nights: f"/executions/{nights.scripted.executions.order_by('position').first().pk}/",
+    "tonight": lambda nights: "/tonight/",
+    "coverage": lambda nights: "/coverage/",
+    "candidates": lambda nights: "/candidates/",
+    "candidate-measured": lambda nights: "/candidates/codex-luna/",
+    "candidate-all-skipped": lambda nights: "/candidates/opencode-glm/",
+    "leaderboard": lambda nights: "/leaderboard/",
+    "compare-form": lambda nights: "/compare/",
+    "compare-two-nights": lambda nights: f"/compare/?a={nights.past[-1].pk}&b={nights.tonight.pk}",
+    "compare-scripted": lambda nights: f"/compare/?a={nights.tonight.pk}&b={nights.scripted.pk}",
+    "alerts": lambda nights: "/alerts/",
+    "signal": lambda nights: "/signal/",
+    "admin-index": lambda nights: "/admin/",
+    "admin-schedule-preview": lambda nights: "/admin/schedules/schedule/preview/",
+    "admin-schedule-preview-tonight": lambda nights: f"/admin/schedules/schedule/preview/?night={nights.tonight.schedule.night:%Y-%m-%d}",
+    "admin-candidates": lambda nights: "/admin/candidates/candidate/",
+    "admin-candidate": lambda nights: "/admin/candidates/candidate/1/change/",
+    "admin-slot": lambda nights: "/admin/candidates/slot/1/change/",
+    "admin-budgets": lambda nights: "/admin/candidates/budget/",
+    "admin-model-prices": lambda nights: "/admin/candidates/modelprice/",
+    "admin-schedules": lambda nights: "/admin/schedules/schedule/",
+    "admin-schedule": lambda nights: f"/admin/schedules/schedule/{nights.tonight.schedule_id}/change/",
+    "admin-runs": lambda nights: "/admin/runs/run/",
+    "admin-run": lambda nights: f"/admin/runs/run/{nights.tonight.pk}/change/",
+    "admin-cases": lambda nights: "/admin/schedules/workflowcase/",
+}
+
+
+#: The pages in groups of about five: one set of nights is built per group (a few seconds), and
+#: the groups spread over the xdist workers.
+GROUPS = {
+    "runs": ["runs", "run-tonight", "run-past", "run-scripted", "run-pending"],
+    "executions": ["execution-skipped", "execution-completed", "execution-infrastructure", "execution-scripted"],
+    "schedule": ["tonight", "coverage", "candidates", "candidate-measured", "candidate-all-skipped"],
+    "reports": ["leaderboard", "compare-form", "compare-two-nights", "compare-scripted", "alerts", "signal"],
+    "admin-catalog": ["admin-index", "admin-candidates", "admin-candidate", "admin-slot", "admin-budgets", "admin-model-prices"],
+    "admin-history": [
+        "admin-schedule-preview",
+        "admin-schedule-preview-tonight",
+        "admin-schedules",
+        "admin-schedule",
+        "admin-runs",
+        "admin-run",
+        "admin-cases",
+    ],
+}
+
+
+def test_the_groups_hold_every_page_once() -> None:
+    grouped = [name for names in GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(PAGES)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_page_reads_cleanly_at_desktop_and_phone_width(signed_in, live_server, nights: Nights, group: str) -> None:
+    problems: list[str] = []
+    checked: dict[str, int] = {}
+    for name in GROUPS[group]:
+        look = look_at(signed_in, live_server.url + PAGES[name](nights), name)
+        print(f"{name} ({look.seconds:.1f} s): screenshots {', '.join(str(path) for path in look.screenshots)}")
+        if look.status != 200:
+            problems.append(f"{name}: status {look.status}")
+        problems += [f"{name}: {problem}" for problem in look.problems()]
+        problems += [f"{name}: broken link {link}" for link in broken_links(signed_in, live_server.url, look.links, checked)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_sign_in_page_reads_cleanly(browser, live_server, transactional_db) -> None:
+    context = browser.new_context()
+    try:
+        look = look_at(context.new_page(), f"{live_server.url}/accounts/login/", "sign-in")
+    finally:
+        context.close()
+    assert look.status == 200
+    assert look.problems() == []
+
+
+# --- what a person reads (a few checks per test: each test builds its nights) -------------------
+
+
+def test_skipped_scripted_and_unknown_cost_read_as_such(signed_in, live_server, nights: Nights) -> None:
+    page = signed_in
+    # A skipped execution: a grey "Skipped" note naming the missing variable, no red box, no fail badges.
+    page.goto(f"{live_server.url}/executions/{_execution(nights, Classification.SKIPPED)}/")
+    assert page.locator(".notice-error").count() == 0
+    skipped = page.locator(".notice.skipped")
+    assert skipped.is_visible()
+    assert "Skipped" in skipped.inner_text() and "OPENROUTER_API_KEY" in skipped.inner_text()
+    assert page.locator(".tag-bad").count() == 0
+    assert "No attempts yet" not in page.inner_text("main")
+    assert "never attempted" in page.inner_text("main")
+    # The scripted run says so in its heading and a note.
+    page.goto(f"{live_server.url}/runs/{nights.scripted.pk}/")
+    assert page.locator("h1 .tag.scripted").inner_text() == "scripted"
+    assert "not a measurement" in page.inner_text(".notice")
+    # A cost nobody priced reads "unknown", never $0.00; a skip costs nothing and shows a dash.
+    page.goto(f"{live_server.url}/runs/{nights.tonight.pk}/")
+    unpriced = nights.tonight.executions.filter(cost_known=False).exclude(classification=Classification.SKIPPED)
+    assert unpriced.exists()
+    for execution in unpriced:
+        assert page.locator(f"#execution-{execution.pk} td.cost").inner_text() == "unknown"
+    skip = nights.tonight.executions.filter(classification=Classification.SKIPPED).first()
+    assert page.locator(f"#execution-{skip.pk} td.cost").inner_text() == "—"
+    assert page.locator(f"#execution-{skip.pk} td.verdict").inner_text() == "skipped"
+
+
+def test_charts_the_admin_tools_link_the_favicon_and_the_screenshots(signed_in, live_server, nights: Nights) -> None:
+    page = signed_in
+    # The latency chart plots measured nights only, in seconds, with distinct, readable ticks.
+    look = look_at(page, f"{live_server.url}/candidates/codex-luna/", "candidate-measured-charts", folder="checks")
+    assert [path.parent for path in look.screenshots] == [SCREENSHOTS / "checks"] * 2
+    assert all(path.stat().st_size > 1000 for path in look.screenshots)
+    latency = next(chart for chart in look.charts if chart["id"] == "chart-latency")
+    ticks = y_tick_labels(latency)
+    assert len(set(ticks)) == len(ticks) >= 3
+    assert all(tick.endswith(" s") for tick in ticks[1:]), ticks
+    labels = [text["text"] for text in latency["texts"] if "axis-label" in (text["cls"] or "")]
+    assert "p95 settlement latency (s)" in labels
+    assert look.chart_problems() == []
+    page.goto(f"{live_server.url}/candidates/opencode-glm/")
+    # Every execution of this candidate was skipped: nothing was measured, so nothing is plotted.
+    assert page.locator("#chart-latency circle.point").count() == 0
+    assert page.locator("#chart-pass-rate circle.point").count() == 0
+    assert page.locator("#chart-cost circle.point").count() == 0
+    assert page.locator("#chart-latency .no-data").is_visible()
+    # The admin's "Preview a schedule" link is on top, and clicking it opens the preview.
+    page.goto(f"{live_server.url}/admin/")
+    page.get_by_role("link", name="Preview a schedule").click(timeout=5000)
+    page.wait_for_url("**/admin/schedules/schedule/preview/")
+    # Pages and admin name the same icon, and the browser's own /favicon.ico request finds it.
+    icon = page.get_attribute("link[rel=icon]", "href")
+    page.goto(f"{live_server.url}/")
+    assert page.get_attribute("link[rel=icon]", "href") == icon
+    assert page.context.request.get(live_server.url + icon).status == 200
+    assert page.context.request.get(f"{live_server.url}/favicon.ico").status == 200

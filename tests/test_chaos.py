@@ -1,0 +1,69 @@
+"""The chaos lane: all eight scenarios inject their faults into the real pipeline and every
+invariant holds; the results are a chaos-lane run, never history."""
+
+from __future__ import annotations
+
+import datetime as dt
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from runs.chaos import SCENARIOS, ChaosError, run_chaos_lane
+from runs.models import Execution, Report, Run, RunLane
+
+NOW = dt.datetime(2026, 8, 19, 4, 0, tzinfo=dt.UTC)
+FAULTS = [
+    "restart",
+    "duplicate_delivery",
+    "trace_interruption",
+    "trace_truncation",
+    "stale_checkpoint",
+    "retry_exhaustion",
+    "interaction_timeout",
+    "wake_race",
+]
+
+
+@pytest.mark.django_db
+def test_all_eight_scenarios_hold_their_invariants(reference_catalog) -> None:
+    run = run_chaos_lane(now=NOW)
+    rows = list(run.executions.order_by("position"))
+    assert sorted(SCENARIOS) == sorted(FAULTS)
+    assert [row.chaos["fault"] for row in rows] == FAULTS
+    failures = {row.chaos["fault"]: [check for check in row.chaos["checks"] if not check["held"]] for row in rows}
+    assert failures == dict.fromkeys(FAULTS, [])
+    assert all(row.classification == "completed" and len(row.chaos["checks"]) >= 5 for row in rows)
+    assert run.lane == RunLane.CHAOS and run.status == "finished"
+    # Only the results remain: the scratch runs are gone, and nothing is reported (never history).
+    assert list(Run.objects.values_list("lane", flat=True)) == ["chaos"]
+    assert Report.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_violated_invariant_is_a_failed_execution(reference_catalog, monkeypatch) -> None:
+    # Break the reaper: the restart scenario must notice the dead worker's execution is never taken back.
+    monkeypatch.setattr("runs.services.take_back", lambda *args, **kwargs: False)
+    run = run_chaos_lane(keys=["restart"], now=NOW)
+    (row,) = run.executions.all()
+    assert (row.classification, row.failure_code) == ("infrastructure_failure", "chaos_invariant_violated")
+    assert "the reaper takes the dead worker's execution back" in row.failure_message
+    assert row.chaos["held"] is False
+
+
+@pytest.mark.django_db
+def test_the_command_names_scenarios_and_fails_on_unknown_ones(reference_catalog) -> None:
+    out = StringIO()
+    call_command("chaos", "chaos-wake-race", "restart", stdout=out)
+    assert "held   chaos-restart: one resumable execution owns finalization" in out.getvalue()
+    assert out.getvalue().strip().endswith("2 of 2 invariants held")
+    with pytest.raises(CommandError, match="unknown chaos scenario meteor: use one of chaos-restart"):
+        call_command("chaos", "meteor")
+    assert Execution.objects.filter(run__lane="chaos").count() == 2
+
+
+@pytest.mark.django_db
+def test_the_lane_needs_the_catalog() -> None:
+    with pytest.raises(ChaosError, match="load_reference"):
+        run_chaos_lane(now=NOW)
