@@ -8,9 +8,11 @@ exits non-zero with a message and no traceback.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -22,6 +24,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from candidates.models import Candidate
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
@@ -30,6 +33,7 @@ from runs.models import Run
 from runs.services import RunSummary
 from schedules.building import build_schedule
 from schedules.models import Schedule
+from schedules.services import iso_timestamp
 from tests.builders import completed_observation
 from tests.reference import golden_vectors, reference_cases, reference_manifest_slots
 from tests.test_sqlite_concurrency import PYTHON, REPO, child_environment, migrated_sqlite_file
@@ -191,6 +195,18 @@ def test_nightly_bad_flags_are_command_errors_with_exit_status_1(reference_catal
         run("nightly", *timing, "--no-progress", "--execute", *flags)
     assert raised.value.returncode == 1
     assert Run.objects.count() == 0
+
+
+@pytest.mark.parametrize("mode", ["--execute", "--queue"])
+def test_a_night_that_has_not_begun_is_not_executed(reference_catalog: None, mode: str) -> None:
+    """Executed, a future night would enter the history and the leaderboard before tonight's."""
+    later = iso_timestamp(timezone.now() + dt.timedelta(days=3))
+    with pytest.raises(CommandError, match=rf"^--generated-at {re.escape(later)} is in the future: only a night that has begun") as raised:
+        run("nightly", "--generated-at", later, "--no-progress", mode)
+    assert raised.value.returncode == 1
+    assert (Run.objects.count(), Schedule.objects.count()) == (0, 0)
+    run("nightly", "--generated-at", later, "--no-progress")  # building and saving it ahead is fine
+    assert (Run.objects.count(), Schedule.objects.count()) == (0, 1)
 
 
 def test_an_empty_catalog_is_a_clear_error() -> None:

@@ -137,7 +137,14 @@ class Command(DatabaseCommand):
             if options["rotation_day"] is not None:
                 validate_rotation_day(options["rotation_day"])
             if options["generated_at"] is not None:
-                parse_timestamp(options["generated_at"])
+                night = parse_timestamp(options["generated_at"])
+                # A night that has not begun has nothing to measure yet: executed, it would enter the
+                # history and the leaderboard ahead of the nights before it.
+                if (options["execute"] or options["queue"]) and night > timezone.now():
+                    raise ScheduleError(
+                        f"--generated-at {options['generated_at']} is in the future: only a night that has begun can be "
+                        "executed or queued; preview a later night without --execute or --queue"
+                    )
         except ScheduleError as exc:
             self._bad_flags(redact(str(exc)), as_json)
         bar = None
