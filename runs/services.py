@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Count, Exists, F, Max, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.db.models.sql.subqueries import UpdateQuery
@@ -57,6 +57,7 @@ from evalhub.credentials import credential_values
 from evalhub.interrupts import terminate_as_interrupt
 from evalhub.logging import RedactingStream
 from evalhub.secrets import redact, redact_data
+from evalhub.statements import Write, insert_sql, update_sql
 from runs.evaluation.observation_schema import validate_observation
 from runs.evaluation.observations import finite_json, missing_environment_message, unavailable_observation
 from runs.executors import ExecutionRequest, InfrastructureError, executor_for
@@ -1149,6 +1150,158 @@ def _settle_skips_together(skips: Sequence[tuple[Execution, dict[str, Any]]], *,
     )
 
 
+# --- the writes every execution makes, compiled once per process (evalhub.statements) ------------------
+
+_execution_field = Execution._meta.get_field
+_attempt_field = Attempt._meta.get_field
+#: A ``Decimal`` inside an expression (``F("spent_usd") + amount``), prepared as the ORM prepares it there.
+_AMOUNT = models.DecimalField()
+
+
+def _claim_sql(values: Mapping[str, Any], variant: Any) -> tuple[str, Sequence[Any]]:
+    return update_sql(
+        _claimable_rows(values["pk"]),
+        status=ExecutionStatus.RUNNING,
+        owner=values["owner"],
+        lease_expires_at=values["until"],
+        heartbeat_at=values["now"],
+        started_at=Coalesce(F("started_at"), values["now"]),
+    )
+
+
+#: Claim a pending execution of a running, uncancelled run under a lease (:func:`_claimable_rows`).
+_CLAIM = Write(
+    "claim an execution",
+    _claim_sql,
+    {
+        "pk": _execution_field("id"),
+        "owner": _execution_field("owner"),
+        "until": _execution_field("lease_expires_at"),
+        "now": _execution_field("heartbeat_at"),
+    },
+)
+
+
+def _reserve_sql(values: Mapping[str, Any], variant: Any) -> tuple[str, Sequence[Any]]:
+    fits = Run.objects.filter(pk=values["run"], cost_ceiling_usd__gte=F("spent_usd") + F("reserved_usd") + values["fit"])
+    return update_sql(fits, reserved_usd=F("reserved_usd") + values["reserve"])
+
+
+#: Reserve ``reserve`` against the run's ceiling when spent + reserved + ``fit`` ≤ ceiling.
+_RESERVE = Write("reserve an attempt's cost", _reserve_sql, {"run": Run._meta.get_field("id"), "fit": _AMOUNT, "reserve": _AMOUNT})
+
+
+def _open_attempt_sql(values: Mapping[str, Any], variant: Any) -> tuple[str, Sequence[Any]]:
+    return insert_sql(
+        Attempt(
+            execution_id=values["execution"],
+            number=values["number"],
+            outcome=AttemptOutcome.RUNNING,
+            reserved_usd=values["reserved"],
+            owner=values["owner"],
+            started_at=values["started"],
+            finished_at=None,
+        )
+    )
+
+
+#: Insert an attempt's row, outcome ``running``.
+_OPEN_ATTEMPT = Write(
+    "open an attempt",
+    _open_attempt_sql,
+    {
+        "execution": _attempt_field("execution"),
+        "number": _attempt_field("number"),
+        "reserved": _attempt_field("reserved_usd"),
+        "owner": _attempt_field("owner"),
+        "started": _attempt_field("started_at"),
+    },
+)
+
+
+def _finish_attempt_sql(values: Mapping[str, Any], variant: Any) -> tuple[str, Sequence[Any]]:
+    return update_sql(
+        Attempt.objects.filter(pk=values["pk"], outcome=AttemptOutcome.RUNNING),
+        outcome=values["outcome"],
+        error_code=values["code"],
+        retryable=values["retryable"],
+        message=values["message"],
+        cost_usd=values["cost"],
+        counted_usd=values["counted"],
+        duration_ms=values["duration_ms"],
+        finished_at=values["finished_at"],
+    )
+
+
+#: Finish a running attempt: its outcome and cost.
+_FINISH_ATTEMPT = Write(
+    "finish an attempt",
+    _finish_attempt_sql,
+    {
+        "pk": _attempt_field("id"),
+        "outcome": _attempt_field("outcome"),
+        "code": _attempt_field("error_code"),
+        "retryable": _attempt_field("retryable"),
+        "message": _attempt_field("message"),
+        "cost": _attempt_field("cost_usd"),
+        "counted": _attempt_field("counted_usd"),
+        "duration_ms": _attempt_field("duration_ms"),
+        "finished_at": _attempt_field("finished_at"),
+    },
+)
+
+
+def _spend_sql(values: Mapping[str, Any], unpriced: Any) -> tuple[str, Sequence[Any]]:
+    updates: dict[str, Any] = {"spent_usd": F("spent_usd") + values["counted"], "reserved_usd": F("reserved_usd") - values["reserved"]}
+    if unpriced:
+        updates["has_unpriced"] = True
+    return update_sql(Run.objects.filter(pk=values["run"]), **updates)
+
+
+#: Turn an attempt's reservation into what it counts against the run (variant: it counted a
+#: reservation for an unknown cost, which flags the run ``has_unpriced``).
+_SPEND = Write("count an attempt's cost", _spend_sql, {"run": Run._meta.get_field("id"), "counted": _AMOUNT, "reserved": _AMOUNT})
+
+
+def _settle_sql(values: Mapping[str, Any], claim: Any) -> tuple[str, Sequence[Any]]:
+    claimed: dict[str, Any] = {}
+    if claim:
+        rows = _claimable_rows(values["pk"])
+        claimed = {"owner": values["owner"], "started_at": Coalesce(F("started_at"), values["now"])}
+    else:
+        rows = Execution.objects.filter(pk=values["pk"], status=ExecutionStatus.RUNNING)
+        if values["owner"] is not None:
+            rows = rows.filter(owner=values["owner"])
+    return update_sql(
+        rows,
+        **claimed,
+        status=ExecutionStatus.FINISHED,
+        **{name: values[name] for name in _SKIP_COLUMNS},
+        cost_usd=Coalesce(F("cost_usd"), Decimal(0)) + values["add_cost"],
+        cost_known=values["cost_known"],
+        duration_ms=values["duration_ms"],
+        finished_at=values["now"],
+        lease_expires_at=None,
+    )
+
+
+#: Store an execution's result (variant: claim it in the same update, see :func:`_settle`; an
+#: owner of None: any owner).
+_SETTLE = Write(
+    "settle an execution",
+    _settle_sql,
+    {
+        "pk": _execution_field("id"),
+        "owner": _execution_field("owner"),
+        **{name: _execution_field(name) for name in _SKIP_COLUMNS},
+        "add_cost": _AMOUNT,
+        "cost_known": _execution_field("cost_known"),
+        "duration_ms": _execution_field("duration_ms"),
+        "now": _execution_field("finished_at"),
+    },
+)
+
+
 def _begin_attempt(run: Run, execution: Execution, number: int, reserve: Decimal, owner: str, *, claim: bool = False) -> Attempt | None:
     """Reserve ``reserve`` against the run's ceiling and write the attempt's row (outcome
     ``running``), in one transaction committed before its executor is called; None when the
@@ -1167,19 +1320,11 @@ def _begin_attempt(run: Run, execution: Execution, number: int, reserve: Decimal
         with transaction.atomic():
             if claim:
                 now = timezone.now()
-                claimed = _claimable_rows(execution.pk).update(
-                    status=ExecutionStatus.RUNNING,
-                    owner=owner,
-                    lease_expires_at=lease_until(now),
-                    heartbeat_at=now,
-                    started_at=Coalesce(F("started_at"), now),
-                )
-                if not claimed:
+                if not _CLAIM.execute(pk=execution.pk, owner=owner, until=lease_until(now), now=now):
                     raise _NotClaimed
-            fits = Run.objects.filter(pk=run.pk, cost_ceiling_usd__gte=F("spent_usd") + F("reserved_usd") + (reserve - CEILING_TOLERANCE))
-            if not fits.update(reserved_usd=F("reserved_usd") + reserve):
+            if not _RESERVE.execute(run=run.pk, fit=reserve - CEILING_TOLERANCE, reserve=reserve):
                 return None
-            return Attempt.objects.create(
+            attempt = Attempt(
                 execution=execution,
                 number=number,
                 outcome=AttemptOutcome.RUNNING,
@@ -1188,6 +1333,11 @@ def _begin_attempt(run: Run, execution: Execution, number: int, reserve: Decimal
                 started_at=timezone.now(),
                 finished_at=None,
             )
+            attempt.pk = _OPEN_ATTEMPT.insert(
+                execution=execution.pk, number=number, reserved=reserve, owner=owner, started=attempt.started_at
+            )
+            attempt._state.adding, attempt._state.db = False, connection.alias
+            return attempt
     except IntegrityError:
         if claim:
             raise _NotClaimed from None
@@ -1219,13 +1369,14 @@ def _finish_attempt(
     trace = _trace_row(attempt.execution, attempt.number, artifacts.trace, secrets)
     counted = call.cost if call.cost is not None else (attempt.reserved_usd if not cost_known else Decimal(0))
     with transaction.atomic():
-        finished = Attempt.objects.filter(pk=attempt.pk, outcome=AttemptOutcome.RUNNING).update(
+        finished = _FINISH_ATTEMPT.execute(
+            pk=attempt.pk,
             outcome=call.outcome,
-            error_code=call.code,
+            code=call.code,
             retryable=call.retryable,
             message=call.message,
-            cost_usd=call.cost,
-            counted_usd=counted,
+            cost=call.cost,
+            counted=counted,
             duration_ms=max(duration_ms, 0),
             finished_at=timezone.now(),
         )
@@ -1234,10 +1385,7 @@ def _finish_attempt(
         if trace is not None:
             trace.save()
         unpriced = unpriced_before or (not cost_known and counted > 0)
-        updates: dict[str, Any] = {"spent_usd": F("spent_usd") + counted, "reserved_usd": F("reserved_usd") - attempt.reserved_usd}
-        if not cost_known and counted > 0:
-            updates["has_unpriced"] = True
-        Run.objects.filter(pk=attempt.execution.run_id).update(**updates)
+        _SPEND.execute(not cost_known and counted > 0, run=attempt.execution.run_id, counted=counted, reserved=attempt.reserved_usd)
         if settle is not None:
             # The attempt's cost is added by the settling update itself (one write of the row).
             _settle(attempt.execution, settle, started=started, owner=owner, cost_known=not unpriced, add_cost=counted)
@@ -1296,17 +1444,11 @@ def _settle(
     failure = observation.get("failure") or {}
     if cost_known is None:
         cost_known = not Attempt.objects.filter(execution_id=execution.pk, cost_usd__isnull=True, counted_usd__gt=0).exists()
-    claimed: dict[str, Any] = {}
-    if claim:
-        rows = _claimable_rows(execution.pk)
-        claimed = {"owner": owner or owner_id(), "started_at": Coalesce(F("started_at"), timezone.now())}
-    else:
-        rows = Execution.objects.filter(pk=execution.pk, status=ExecutionStatus.RUNNING)
-        if owner is not None:
-            rows = rows.filter(owner=owner)
-    settled = rows.update(
-        **claimed,
-        status=ExecutionStatus.FINISHED,
+    now = timezone.now()
+    settled = _SETTLE.execute(
+        claim,
+        pk=execution.pk,
+        owner=(owner or owner_id()) if claim else owner,
         classification=observation["classification"],
         failure_code=str(failure.get("code", ""))[:100],
         failure_category=str(failure.get("category", ""))[:32],
@@ -1314,11 +1456,10 @@ def _settle(
         failure_message=redact(str(failure.get("message", ""))),
         observation=observation,
         settlement_ms=settlement_ms(observation),
-        cost_usd=Coalesce(F("cost_usd"), Decimal(0)) + add_cost,
+        add_cost=add_cost,
         cost_known=cost_known,
         duration_ms=int((time.monotonic() - started) * 1000),
-        finished_at=timezone.now(),
-        lease_expires_at=None,
+        now=now,
     )
     if not settled:
         raise _Stale
