@@ -59,14 +59,22 @@ class RedactingStream(io.TextIOBase):
     """A text stream that writes to ``target`` only whole lines, each redacted with
     ``extra_values`` and the process's credential values; :meth:`flush` writes a pending partial
     line. Thread-safe. A key written in two ``write`` calls on one line is still one line when it
-    is scrubbed."""
+    is scrubbed. The process's credential values are read when the first text is scrubbed (most
+    executions write nothing to stderr; reading the environment each time cost more than the rest)."""
 
     def __init__(self, target: TextIO, extra_values: Iterable[str] = ()) -> None:
         super().__init__()
         self._target = target
-        self._values = [*extra_values, *process_secret_values()]
+        self._extra = list(extra_values)
+        self._values_read: list[str] | None = None
         self._pending = ""
         self._lock = threading.Lock()
+
+    @property
+    def _values(self) -> list[str]:
+        if self._values_read is None:
+            self._values_read = [*self._extra, *process_secret_values()]
+        return self._values_read
 
     def writable(self) -> bool:
         return True
