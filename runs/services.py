@@ -361,6 +361,8 @@ def _execute_claimed(run: Run, *, environ: Mapping[str, str], progress: Progress
                         skips.append((done, execution, _prefetched_unavailable(run, execution, environ, prefetched, skip)))
                         continue
                     settle_skips()
+                    if not execution.has_attempts:
+                        prefetched.qualified.add(execution.pk)
                     execute_execution(execution.pk, environ=environ, owner=owner, finalise=False, loaded=execution, prefetched=prefetched)
                 else:
                     settle_skips()
@@ -714,6 +716,9 @@ class _Prefetched:
 
     cases: dict[str, WorkflowCase]
     secrets: dict[str, list[str]] = field(default_factory=dict)
+    #: Executions the run's loop has just found to run (:func:`_skip_before_running` said None for
+    #: the same run, candidate and environment), so running them does not ask again.
+    qualified: set[int] = field(default_factory=set)
 
 
 def _run_claimed(
@@ -868,7 +873,8 @@ def _execute_one(
             return "lost"
         return "settled"
 
-    skip = _skip_before_running(run, candidate, environ)
+    qualified = prefetched is not None and execution.pk in prefetched.qualified
+    skip = None if qualified else _skip_before_running(run, candidate, environ)
     if skip is not None:
         return unavailable(*skip)
     names = list(candidate.get("qualification", {}).get("requiredEnvironment", []))
