@@ -106,16 +106,19 @@ def preview_schedule(
     generated_at: str | None = None,
     selection: Selection = Selection(),
     slots: list[dict[str, Any]] | None = None,
+    cases: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The reference schedule document (selected when a selection is given), built, not saved.
 
     ``slots`` is the catalog's scheduled slots when the caller has loaded them already
-    (:func:`candidates.services.catalog_lineup`), else they are loaded here.
+    (:func:`candidates.services.catalog_lineup`), else they are loaded here; ``cases`` likewise
+    the workflow cases (:func:`catalog_cases`).
     Raises :class:`ScheduleError` for bad timing, an empty catalog or a bad selection.
     """
     day, timestamp = resolve_timing(rotation_day=rotation_day, generated_at=generated_at, now=now)
     slots = catalog_slots() if slots is None else slots
-    document = build_schedule(seed=seed, rotation_day=day, generated_at=timestamp, slots=slots, cases=catalog_cases())
+    cases = catalog_cases() if cases is None else cases
+    document = build_schedule(seed=seed, rotation_day=day, generated_at=timestamp, slots=slots, cases=cases)
     document = _quarantine_unsafe_candidates(document)
     if selection.is_empty:
         return document
@@ -188,11 +191,14 @@ def contains_redaction(value: Any) -> bool:
     return False
 
 
-def catalog_coverage(*, seed: str) -> dict[str, bool]:
+def catalog_coverage(*, seed: str, slots: list[dict[str, Any]] | None = None, cases: list[dict[str, Any]] | None = None) -> dict[str, bool]:
     """The four coverage invariants of the current catalog for ``seed`` (``COVERAGE_CASE_SLOTS``
-    says whether a case must meet every slot or the slots a week can reach)."""
+    says whether a case must meet every slot or the slots a week can reach). ``slots`` and
+    ``cases``: the catalog's, when the caller has read them (:func:`catalog_slots`, :func:`catalog_cases`)."""
     reachable = evalhub_setting("COVERAGE_CASE_SLOTS") == "reachable"
-    return schedule_coverage(seed=seed, slots=catalog_slots(), cases=catalog_cases(), reachable=reachable)
+    slots = catalog_slots() if slots is None else slots
+    cases = catalog_cases() if cases is None else cases
+    return schedule_coverage(seed=seed, slots=slots, cases=cases, reachable=reachable)
 
 
 def catalog_coverage_matrix(*, seed: str) -> dict[str, list[list[str]]]:
@@ -200,13 +206,15 @@ def catalog_coverage_matrix(*, seed: str) -> dict[str, list[list[str]]]:
     return coverage_matrix(seed=seed, slots=catalog_slots(), cases=catalog_cases())
 
 
-def require_coverage(*, seed: str) -> dict[str, bool]:
-    """The coverage, or :class:`CoverageError` naming each failed invariant."""
-    coverage = catalog_coverage(seed=seed)
+def require_coverage(*, seed: str, slots: list[dict[str, Any]] | None = None, cases: list[dict[str, Any]] | None = None) -> dict[str, bool]:
+    """The coverage, or :class:`CoverageError` naming each failed invariant (``slots`` and
+    ``cases`` as :func:`catalog_coverage` takes them)."""
+    slots = catalog_slots() if slots is None else slots
+    coverage = catalog_coverage(seed=seed, slots=slots, cases=cases)
     failed = failed_invariants(coverage)
     if failed:
         detail = ""
-        slot_count = len(catalog_slots())
+        slot_count = len(slots)
         reachable = evalhub_setting("COVERAGE_CASE_SLOTS") == "reachable"
         if "everyWorkflowCoversEverySlot" in failed and slot_count > SLOTS_A_CASE_MEETS_A_WEEK and not reachable:
             detail = (
@@ -219,19 +227,21 @@ def require_coverage(*, seed: str) -> dict[str, bool]:
     return coverage
 
 
-def save_schedule(document: Mapping[str, Any], *, night: dt.date) -> tuple[Schedule, bool]:
+def save_schedule(document: Mapping[str, Any], *, night: dt.date, versions: Mapping[str, int] | None = None) -> tuple[Schedule, bool]:
     """Store a full schedule document for ``night``; one per (seed, rotation day, night).
 
     Returns ``(schedule, created)``. When that night's schedule already exists it is returned
     unchanged (building tonight twice gives back the same schedule), even when two processes
-    race: the unique constraint decides and the loser reads the winner's row.
+    race: the unique constraint decides and the loser reads the winner's row. ``versions``: each
+    workflow case's version by id, when the caller read the cases the document was built from.
     """
     key = {"seed": document["seed"], "rotation_day": document["rotationDay"], "night": night}
     existing = Schedule.objects.filter(**key).first()
     if existing is not None:
         return existing, False
     candidates = {candidate["id"]: candidate for candidate in document["candidates"]}
-    versions = dict(WorkflowCase.objects.values_list("key", "version"))
+    if versions is None:
+        versions = dict(WorkflowCase.objects.values_list("key", "version"))
     try:
         with transaction.atomic():
             schedule = Schedule.objects.create(
@@ -265,10 +275,14 @@ def schedule_for_night(*, seed: str, now: dt.datetime, rotation_day: Any = None,
 
     Raises :class:`CoverageError` when coverage fails and :class:`ScheduleError` for bad input.
     """
-    require_coverage(seed=seed)
-    document = preview_schedule(seed=seed, now=now, rotation_day=rotation_day, generated_at=generated_at)
+    # The catalog is read once, for the coverage, the build and the entries' case versions.
+    slots = catalog_slots()
+    rows = list(WorkflowCase.objects.order_by("position", "id"))
+    cases = [row.to_document() for row in rows]
+    require_coverage(seed=seed, slots=slots, cases=cases)
+    document = preview_schedule(seed=seed, now=now, rotation_day=rotation_day, generated_at=generated_at, slots=slots, cases=cases)
     night = parse_timestamp(document["generatedAt"]).date() if generated_at else now.astimezone(dt.UTC).date()
-    return save_schedule(document, night=night)
+    return save_schedule(document, night=night, versions={row.key: row.version for row in rows})
 
 
 def load_cases(documents: Sequence[Mapping[str, Any]], *, prompts: Mapping[str, str] | None = None) -> int:
