@@ -444,14 +444,18 @@ def validate_observation(observation: Any, *, case_ids: Iterable[str] | None = N
     """
     if not isinstance(observation, dict):
         return ["observation must be a JSON object"]
-    known = catalog_case_ids(case_ids)
-    problems = _non_json_list(observation)
+    return _validation_problems(observation, catalog_case_ids(case_ids), _non_json_list(observation), list(_rule_problems(observation)))
+
+
+def _validation_problems(observation: dict[str, Any], known: tuple[str, ...], non_json: list[str], rules: list[str]) -> list[str]:
+    """:func:`validate_observation` of a dict, given its :func:`_non_json_list` and :func:`_rule_problems`."""
+    problems = list(non_json)
     base = observation.get("base")
     if problems or not _schemas_accept(observation, known):
         problems.extend(_schema_problems(_observation_validator(known), observation, ""))
         if isinstance(base, dict):
             problems.extend(_schema_problems(_BASE_VALIDATOR, base, "base"))
-    problems.extend(_rule_problems(observation))
+    problems.extend(rules)
     return problems
 
 
@@ -533,14 +537,18 @@ def scoring_problems(observation: Any, *, case_ids: Iterable[str] | None = None)
     """
     if not isinstance(observation, dict):
         return ["observation must be a JSON object"]
-    known = catalog_case_ids(case_ids)
-    problems = _non_json_list(observation)
+    return _scoring_problems(observation, catalog_case_ids(case_ids), _non_json_list(observation), list(_rule_problems(observation)))
+
+
+def _scoring_problems(observation: dict[str, Any], known: tuple[str, ...], non_json: list[str], rules: list[str]) -> list[str]:
+    """:func:`scoring_problems` of a dict, given its :func:`_non_json_list` and :func:`_rule_problems`."""
+    problems = list(non_json)
     if problems or not _scored_schemas_accept(observation, known):
         problems.extend(_schema_problems(_scored_validator(known), observation, ""))
         base = observation.get("base")
         if isinstance(base, dict):
             problems.extend(_schema_problems(_SCORED_BASE_VALIDATOR, base, "base"))
-    problems.extend(_rule_problems(observation))
+    problems.extend(rules)
     return problems
 
 
@@ -576,8 +584,15 @@ def check_observation(observation: Any, *, case_ids: Iterable[str] | None = None
     possibly none. The document is not modified. ``case_ids``: the catalog's own cases (see
     :func:`validate_observation`).
     """
-    blocking = scoring_problems(observation, case_ids=case_ids)
-    every = validate_observation(observation, case_ids=case_ids)
+    if isinstance(observation, dict):
+        # Both lists start from one walk of the document and one pass of the rules.
+        known = catalog_case_ids(case_ids)
+        non_json, rules = _non_json_list(observation), list(_rule_problems(observation))
+        blocking = _scoring_problems(observation, known, non_json, rules)
+        every = _validation_problems(observation, known, non_json, rules)
+    else:
+        blocking = scoring_problems(observation, case_ids=case_ids)
+        every = validate_observation(observation, case_ids=case_ids)
     if blocking:
         problems = every + [problem for problem in blocking if problem not in every]
         summary = "observation is invalid: " + "; ".join(blocking)
