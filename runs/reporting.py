@@ -266,13 +266,12 @@ def report_run(run: Run, *, generated_at: str) -> Report:
     existing = Report.objects.filter(run=run).first()
     if existing is not None:
         return existing
-    # Each row is read once: the line-up for the bundle, then the finished executions with their
-    # scorecards; the missing scorecards are made from the observations just read.
-    executions = _line_up(run)
+    # Each row is read once: the line-up with the scorecards, the finished executions being the
+    # line-up's settled ones with an observation; the missing scorecards are made from the
+    # observations just read.
+    executions = list(run.executions.select_related("scorecard").order_by("position"))
     bundle = run_bundle(run, executions)
-    finished = list(
-        run.executions.filter(status=ExecutionStatus.FINISHED, observation__isnull=False).select_related("scorecard").order_by("position")
-    )
+    finished = [execution for execution in executions if execution.status == ExecutionStatus.FINISHED and execution.observation is not None]
     catalog = list(WorkflowCase.objects.order_by("position", "id"))
     _score(
         [execution for execution in finished if execution.scorecard_or_none is None],

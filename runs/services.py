@@ -46,7 +46,7 @@ from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import Count, Exists, F, Max, OuterRef, Q
+from django.db.models import Case, Count, Exists, F, Max, OuterRef, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.db.models.sql.subqueries import UpdateQuery
 from django.utils import timezone
@@ -178,15 +178,21 @@ class RunSummary:
 
 
 def summarize(run: Run, *, with_report: bool = False) -> RunSummary:
-    """Counts per classification and failure code for ``run`` (three queries); ``with_report``
-    adds its report's scoreable, passed and alert counts (one more query)."""
-    executions = run.executions.aggregate(total=Count("id"))["total"]
-    by_classification = dict(
-        run.executions.exclude(classification="").values_list("classification").annotate(n=Count("id")).values_list("classification", "n")
-    )
-    by_code = dict(
-        run.executions.exclude(failure_code="").values_list("failure_code").annotate(n=Count("id")).values_list("failure_code", "n")
-    )
+    """Counts per classification and failure code for ``run`` (one query: the executions counted
+    per pair of the two, summed here); ``with_report`` adds its report's scoreable, passed and
+    alert counts (one more query). Both mappings are ordered by key."""
+    executions = 0
+    by_classification: dict[str, int] = {}
+    by_code: dict[str, int] = {}
+    pairs = run.executions.order_by().values_list("classification", "failure_code").annotate(n=Count("id"))
+    for classification, code, count in pairs.values_list("classification", "failure_code", "n"):
+        executions += count
+        if classification:
+            by_classification[classification] = by_classification.get(classification, 0) + count
+        if code:
+            by_code[code] = by_code.get(code, 0) + count
+    by_classification = dict(sorted(by_classification.items()))
+    by_code = dict(sorted(by_code.items()))
     report = Report.objects.filter(run_id=run.pk).values_list("scoreable", "passed", "alert_documents").first() if with_report else None
     scoreable, passed, alert_documents = report if report is not None else (None, None, None)
     return RunSummary(
@@ -1636,8 +1642,8 @@ def finalise_run(run_pk: int, *, environ: Mapping[str, str] | None = None) -> bo
     is never reported). A run with pending or running executions is left alone."""
     if Execution.objects.filter(run_id=run_pk, status__in=[ExecutionStatus.PENDING, ExecutionStatus.RUNNING]).exists():
         return False
-    cancelled = Run.objects.filter(pk=run_pk, cancel_requested_at__isnull=False).exists()
-    status = RunStatus.CANCELLED if cancelled else RunStatus.FINISHED
+    # Cancelled or finished, as the row says when it is updated (one statement, no race with a cancel).
+    status = Case(When(cancel_requested_at__isnull=False, then=Value(RunStatus.CANCELLED)), default=Value(RunStatus.FINISHED))
     if not db_retry(
         lambda: Run.objects.filter(pk=run_pk, status=RunStatus.RUNNING).update(status=status, finished_at=timezone.now()),
         what=f"finishing run {run_pk}",

@@ -533,12 +533,13 @@ def many_runs(schedule, count: int) -> list[Run]:
 
 def test_the_run_page_costs_the_same_queries_with_few_or_many_runs(reader_client, schedule, django_assert_num_queries: Any) -> None:
     # session, user, run with schedule/report/previous/refresh, executions with scorecards and
-    # attempt counts, the three summary counts, the report's alerts, the bundle's history (signal)
+    # attempt counts, the summary's counts (one grouped query), the report's alerts, the bundle's
+    # history (signal)
     (run,) = many_runs(schedule, 1)
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(7):
         reader_client.get(run_url(run))
     runs = many_runs(schedule, 8)
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(7):
         reader_client.get(run_url(runs[-1]))
 
 

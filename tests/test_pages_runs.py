@@ -258,9 +258,9 @@ def test_the_run_page_costs_the_same_queries_for_few_or_many_executions(
         schedule=skipped_run.schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=2), trigger=Trigger.MANUAL
     )
     # session, user, run + schedule + report, executions with scorecards and attempt counts, the
-    # three summary counts; and the report's alerts and its bundle's history (signal) once the run
-    # has a report (the nightly has one)
-    expected = 7
+    # summary's counts (one grouped query; three before); and the report's alerts and its
+    # bundle's history (signal) once the run has a report (the nightly has one)
+    expected = 5
     with django_assert_num_queries(expected):
         reader_client.get(reverse("pages:run", args=[small.pk]))
     with django_assert_num_queries(expected + 2):
