@@ -1,0 +1,148 @@
+"""Writes compiled once (``evalhub.statements``): for real values, the SQL and parameters a compiled
+write executes are exactly what the ORM compiles for the same statement; a slot declared with the
+wrong field, or a statement with a join, is refused when it is compiled."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db import models
+from django.db.models import F
+
+from evalhub.statements import Write, update_sql
+from runs import services
+from runs.models import Execution, Run
+
+NOW = dt.datetime(2026, 8, 19, 4, 0, 12, 345678, tzinfo=dt.UTC)
+OBSERVATION = {"classification": "completed", "metrics": {"costUsd": 0.01, "settlementMs": 12}, "note": "ü"}
+
+
+def typed(params: Any) -> list[tuple[type, Any]]:
+    return [(type(value), value) for value in params]
+
+
+def settle_values(**changes: Any) -> dict[str, Any]:
+    values = {
+        "pk": 7,
+        "owner": "host:42",
+        "classification": "completed",
+        "failure_code": "",
+        "failure_category": "",
+        "failure_retryable": None,
+        "failure_message": "",
+        "observation": OBSERVATION,
+        "settlement_ms": 12,
+        "add_cost": Decimal("0.010000"),
+        "cost_known": True,
+        "duration_ms": 1234,
+        "now": NOW,
+    }
+    return {**values, **changes}
+
+
+CASES = [
+    ("claim", services._CLAIM, (), {"pk": 7, "owner": "host:42", "until": NOW + dt.timedelta(seconds=90), "now": NOW}),
+    ("reserve", services._RESERVE, (), {"run": 3, "fit": Decimal("1.4999995"), "reserve": Decimal("1.5")}),
+    (
+        "open attempt",
+        services._OPEN_ATTEMPT,
+        (),
+        {"execution": 7, "number": 2, "reserved": Decimal("1.5"), "owner": "host:42", "started": NOW},
+    ),
+    (
+        "finish attempt, unknown cost",
+        services._FINISH_ATTEMPT,
+        (),
+        {
+            "pk": 11,
+            "outcome": "observation",
+            "code": "",
+            "retryable": None,
+            "message": "",
+            "cost": None,
+            "counted": Decimal("1.5"),
+            "duration_ms": 0,
+            "finished_at": NOW,
+        },
+    ),
+    (
+        "finish attempt, priced",
+        services._FINISH_ATTEMPT,
+        (),
+        {
+            "pk": 11,
+            "outcome": "infrastructure_error",
+            "code": "provider_http_503",
+            "retryable": True,
+            "message": "try again",
+            "cost": Decimal("0.02"),
+            "counted": Decimal("0.02"),
+            "duration_ms": 5,
+            "finished_at": NOW,
+        },
+    ),
+    ("spend", services._SPEND, False, {"run": 3, "counted": Decimal("0.01"), "reserved": Decimal("1.5")}),
+    ("spend, unpriced", services._SPEND, True, {"run": 3, "counted": Decimal("1.5"), "reserved": Decimal("1.5")}),
+    ("settle", services._SETTLE, False, settle_values()),
+    ("settle, any owner", services._SETTLE, False, settle_values(owner=None, settlement_ms=None, failure_retryable=False)),
+    ("settle and claim", services._SETTLE, True, settle_values(classification="skipped", failure_code="run_cancelled")),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("name", "write", "variant", "values"), CASES, ids=[case[0] for case in CASES])
+def test_a_compiled_write_executes_what_the_orm_compiles_for_the_same_values(name: str, write: Write, variant: Any, values: dict) -> None:
+    sql, params = write.sql(variant, **values)
+    orm_sql, orm_params = write.build(values, variant)
+    assert sql == orm_sql
+    assert typed(params) == typed(orm_params)
+
+
+@pytest.mark.django_db
+def test_values_that_are_none_compile_a_statement_of_their_own() -> None:
+    with_owner, _ = services._SETTLE.sql(False, **settle_values())
+    any_owner, _ = services._SETTLE.sql(False, **settle_values(owner=None))
+    assert '"owner" = %s' in with_owner.split("WHERE")[1]
+    assert '"owner"' not in any_owner.split("WHERE")[1]
+
+
+@pytest.mark.django_db
+def test_a_slot_declared_with_a_field_that_prepares_its_value_otherwise_is_refused() -> None:
+    # The amount is written into spent_usd, but declared as an integer: its made-up values would
+    # reach the statement as integers, not as the decimals the ORM prepares.
+    wrong = Write(
+        "spend, declared wrong",
+        lambda values, variant: update_sql(Run.objects.filter(pk=values["run"]), spent_usd=values["amount"]),
+        {"run": Run._meta.get_field("id"), "amount": models.IntegerField()},
+    )
+    with pytest.raises(RuntimeError, match="does not prepare its value as the ORM does"):
+        wrong.sql(run=1, amount=Decimal("0.5"))
+
+
+@pytest.mark.django_db
+def test_every_slot_must_be_given() -> None:
+    with pytest.raises(TypeError, match=r"slots \['counted', 'reserved', 'run'\] expected"):
+        services._SPEND.sql(False, run=3, counted=Decimal(1))
+
+
+@pytest.mark.django_db
+def test_a_write_whose_value_changes_its_sql_is_refused() -> None:
+    shifty = Write(
+        "shifty",
+        lambda values, variant: update_sql(
+            Execution.objects.filter(pk=values["pk"]),
+            **({"owner": "x"} if values["duration_ms"] > 1_000_001 else {"duration_ms": F("duration_ms")}),
+        ),
+        {"pk": Execution._meta.get_field("id"), "duration_ms": Execution._meta.get_field("duration_ms")},
+    )
+    with pytest.raises(RuntimeError, match="changes the statement's SQL"):
+        shifty.sql(pk=1, duration_ms=5)
+
+
+@pytest.mark.django_db
+def test_an_update_with_a_join_is_refused() -> None:
+    with pytest.raises(ValueError, match="use Exists"):
+        update_sql(Execution.objects.filter(run__status="running"), owner="x")
