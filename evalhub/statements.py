@@ -138,7 +138,13 @@ def update_sql(queryset: models.QuerySet, **values: Any) -> tuple[str, Sequence[
 
 def insert_sql(row: models.Model) -> tuple[str, Sequence[Any]]:
     """The ``(sql, params)`` of inserting ``row`` (its primary key left to the database and
-    returned where the database can), as ``save`` compiles it."""
+    returned where the database can), as ``save`` compiles it.
+
+    Every value is the row's as built, so a value filled in when the row is saved (``auto_now``,
+    ``auto_now_add``) would be the compile's: such a model cannot be inserted this way (a
+    :class:`Write` refuses it: the value changes with every compile)."""
+    if any(getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False) for field in row._meta.concrete_fields):
+        raise ValueError(f"{type(row).__name__} has a field filled in at save (auto_now or auto_now_add): insert it with the ORM")
     opts = row._meta
     fields = [field for field in opts.local_concrete_fields if field is not opts.auto_field and not field.generated]
     query = InsertQuery(type(row))

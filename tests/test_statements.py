@@ -146,3 +146,12 @@ def test_a_write_whose_value_changes_its_sql_is_refused() -> None:
 def test_an_update_with_a_join_is_refused() -> None:
     with pytest.raises(ValueError, match="use Exists"):
         update_sql(Execution.objects.filter(run__status="running"), owner="x")
+
+
+@pytest.mark.django_db
+def test_a_row_with_a_field_filled_in_at_save_is_not_inserted_by_a_compiled_write() -> None:
+    from evalhub.statements import insert_sql
+    from runs.models import Scorecard
+
+    with pytest.raises(ValueError, match="auto_now or auto_now_add"):
+        insert_sql(Scorecard(execution_id=1, scoring_version="v", document={}))
