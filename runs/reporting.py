@@ -180,6 +180,8 @@ def _score(
             trace_expectations=expectations,
             # The run's cases come from its schedule, built from the catalog in the database.
             case_ids=case_ids,
+            # Read from its row: checked again unless it is, to the byte, a document checked when stored.
+            decoded=True,
         )
         overall = document["overall"]
         scorecard = Scorecard(

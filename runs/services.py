@@ -58,7 +58,7 @@ from evalhub.interrupts import terminate_as_interrupt
 from evalhub.logging import RedactingStream
 from evalhub.secrets import redact, redact_data
 from evalhub.statements import Write, insert_sql, update_sql
-from runs.evaluation.observation_schema import validate_observation
+from runs.evaluation.observation_schema import remember_valid_observation, validate_observation
 from runs.evaluation.observations import finite_json, missing_environment_message, unavailable_observation
 from runs.executors import ExecutionRequest, InfrastructureError, executor_for
 from runs.executors.base import ArtifactSink
@@ -1809,8 +1809,13 @@ def _checked_stored_form(observation: Any, secrets: list[str], *, case_ids: Sequ
         stored = _stored_form(observation, secrets)
     except Exception:  # a value redaction cannot walk: report it as validation would
         return None, validate_observation(observation, case_ids=case_ids)
-    problems = validate_observation(scoreable_observation(stored), case_ids=case_ids)
-    return (None if problems else stored), problems
+    scoreable = scoreable_observation(stored)
+    problems = validate_observation(scoreable, case_ids=case_ids)
+    if problems:
+        return None, problems
+    # The report scores the row read back: the same document is not checked twice (by its content).
+    remember_valid_observation(scoreable)
+    return stored, problems
 
 
 def _retry_wait(error: InfrastructureError) -> float | None:

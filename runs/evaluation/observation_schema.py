@@ -1,6 +1,7 @@
 """The reference observation schema and the validation every observation passes before it is stored.
 
-Pure: no ORM, no clock, no environment.
+Pure: no ORM, no clock, no environment; the one state it keeps is the JSON texts of documents found
+valid in this process (``remember_valid_observation``), a verdict by content.
 
 An observation (``paperclip.runner.workflow-observation.v1``, the reference schema) is checked in two
 ways that agree on what is invalid:
@@ -37,8 +38,10 @@ says which field is wrong instead. Every document the reference rejects is rejec
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -598,6 +601,52 @@ def check_observation(observation: Any, *, case_ids: Iterable[str] | None = None
         summary = "observation is invalid: " + "; ".join(blocking)
         raise ObservationError(problems, reference_validation_error(observation, case_ids=case_ids) or summary)
     return [IGNORED_NOTE_PREFIX + problem for problem in every]
+
+
+# The JSON texts of documents ``validate_observation`` found nothing wrong with in this process
+# (:func:`remember_valid_observation`), oldest first, at most ``_VALID_TEXTS_KEPT``: a verdict
+# kept by the document's content, so a document changed since (by anyone) is checked again.
+_VALID_TEXTS: dict[str, None] = {}
+_VALID_TEXTS_KEPT = 1024
+_VALID_TEXTS_LOCK = threading.Lock()
+
+
+def _json_text(observation: Any) -> str | None:
+    try:
+        return json.dumps(observation, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def remember_valid_observation(observation: dict[str, Any]) -> None:
+    """Remember, by its JSON text, that ``validate_observation`` found no problem with
+    ``observation`` (call only then: the caller has just checked it), for
+    :func:`check_decoded_observation` of the same document read back from its row."""
+    text = _json_text(observation)
+    if text is None:
+        return
+    with _VALID_TEXTS_LOCK:
+        _VALID_TEXTS.pop(text, None)
+        _VALID_TEXTS[text] = None
+        while len(_VALID_TEXTS) > _VALID_TEXTS_KEPT:
+            del _VALID_TEXTS[next(iter(_VALID_TEXTS))]
+
+
+def check_decoded_observation(observation: Any, *, case_ids: Iterable[str] | None = None) -> list[str]:
+    """:func:`check_observation` of a document just decoded from JSON text (a stored row's
+    column: plain JSON values only), answered without checking it again when the very same
+    document — the same JSON text, key order and value types included — was found valid in
+    this process (:func:`remember_valid_observation`) and its case id is one of ``case_ids``'s:
+    a document with no ``validate_observation`` problem has no scoring problem either (those are
+    a subset) and no note. Anything else is checked in full.
+
+    Only for decoded documents: a tuple or a non-string key has the JSON text of a list or a
+    string key and is not valid, so an in-memory document goes to :func:`check_observation`."""
+    if isinstance(observation, dict) and observation.get("caseId") in catalog_case_ids(case_ids):
+        text = _json_text(observation)
+        if text is not None and text in _VALID_TEXTS:
+            return []
+    return check_observation(observation, case_ids=case_ids)
 
 
 class _Undefined:

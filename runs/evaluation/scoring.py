@@ -30,6 +30,7 @@ from runs.evaluation.observation_schema import (
     UNDEFINED,
     UNSCOREABLE_CLASSIFICATIONS,
     ObservationError,
+    check_decoded_observation,
     check_observation,
     js_string,
     validate_observation,
@@ -123,12 +124,13 @@ def score_observation(
     *,
     trace_expectations: Mapping[str, Mapping[str, Any]] = REFERENCE_TRACE_EXPECTATIONS,
     case_ids: Iterable[str] | None = None,
+    decoded: bool = False,
 ) -> dict[str, Any]:
     """The reference scorecard of one observation (``scoreRunnerWorkflow``).
 
     ``score_observation_noted`` without its notes; same arguments, result and errors.
     """
-    return score_observation_noted(observation, options, trace_expectations=trace_expectations, case_ids=case_ids)[0]
+    return score_observation_noted(observation, options, trace_expectations=trace_expectations, case_ids=case_ids, decoded=decoded)[0]
 
 
 def score_observation_noted(
@@ -137,6 +139,7 @@ def score_observation_noted(
     *,
     trace_expectations: Mapping[str, Mapping[str, Any]] = REFERENCE_TRACE_EXPECTATIONS,
     case_ids: Iterable[str] | None = None,
+    decoded: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """``(scorecard, notes)``: the reference scorecard of one observation and what was ignored.
 
@@ -149,7 +152,9 @@ def score_observation_noted(
     ``assertions.trace`` (``capture`` on/off/either, ``dispositions``, ``lineage``); the
     default is the reference catalog's, a service passes the stored case's. ``case_ids`` are
     the catalog's own workflow cases, known besides the reference's twelve
-    (``observation_schema.catalog_case_ids``).
+    (``observation_schema.catalog_case_ids``). ``decoded``: the observation was just decoded
+    from JSON text (a stored row's), so its check may be a remembered one
+    (``observation_schema.check_decoded_observation``: the same result).
 
     The scorecard is ``{schema, bundleId, caseId, candidateId, classification, dimensions,
     overall}`` in that key order; ``dimensions`` holds all eight, in ``DIMENSIONS`` order, each
@@ -167,7 +172,8 @@ def score_observation_noted(
     noted there. The arguments are not modified.
     """
     # The reference checks the observation before it reads an option.
-    observation_notes = check_observation(observation, case_ids=case_ids)
+    check = check_decoded_observation if decoded else check_observation
+    observation_notes = check(observation, case_ids=case_ids)
     notes: list[str] = []
     bundle_id = _bundle_id(options, notes)
     _check_expected_trace_lists(observation, trace_expectations.get(observation["caseId"]))

@@ -1,0 +1,111 @@
+"""An observation checked when it is stored is not checked again when its row is scored — only
+when the row holds, to the byte, the document that was checked: a row changed since (an admin, an
+update around the services) is checked in full, and a document that only compares equal in Python
+(``0 == False``) is not the same document."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from runs.evaluation import observation_schema
+from runs.evaluation.observation_schema import (
+    WORKFLOW_CASE_IDS,
+    ObservationError,
+    check_decoded_observation,
+    check_observation,
+    remember_valid_observation,
+    validate_observation,
+)
+from tests.builders import completed_observation
+
+SEED = "runner-live-seven-week-v1"
+ENVIRON = {"OPENAI_API_KEY": "x-openai-value-123", "OPENROUTER_API_KEY": "x-openrouter-value-123", "ANTHROPIC_API_KEY": "x-a-123"}
+
+
+def _observation(execution_id: str) -> dict:
+    return completed_observation({"caseId": WORKFLOW_CASE_IDS[0], "candidateId": "codex-a", "executionId": execution_id})
+
+
+@pytest.fixture
+def full_checks(monkeypatch) -> list[dict]:
+    """The documents ``check_observation`` checked in full."""
+    checked: list[dict] = []
+
+    def spy(observation, *, case_ids=None):
+        checked.append(observation)
+        return check_observation(observation, case_ids=case_ids)
+
+    monkeypatch.setattr(observation_schema, "check_observation", spy)
+    return checked
+
+
+def test_a_remembered_document_read_back_is_not_checked_again(full_checks) -> None:
+    document = _observation("rwe-checked0000001")
+    assert validate_observation(document) == []
+    remember_valid_observation(document)
+    assert check_decoded_observation(json.loads(json.dumps(document))) == []
+    assert full_checks == []
+
+
+def test_a_document_not_remembered_is_checked_in_full(full_checks) -> None:
+    document = json.loads(json.dumps(_observation("rwe-checked0000002")))
+    assert check_decoded_observation(document) == check_observation(document)
+    assert full_checks == [document]
+
+
+def test_a_changed_document_is_checked_in_full_even_when_python_calls_it_equal(full_checks) -> None:
+    document = _observation("rwe-checked0000003")
+    remember_valid_observation(document)
+    changed = json.loads(json.dumps(document))
+    changed["base"]["controlPlaneOwned"] = 0  # == False in Python, not a boolean in JSON
+    assert changed == document
+    with pytest.raises(ObservationError):
+        check_observation(changed)
+    with pytest.raises(ObservationError):
+        check_decoded_observation(changed)
+    assert full_checks == [changed]
+
+
+def test_a_case_id_the_check_does_not_know_is_checked_in_full(full_checks) -> None:
+    document = completed_observation({"caseId": "own-case", "candidateId": "codex-a", "executionId": "rwe-checked0000004"})
+    assert validate_observation(document, case_ids=["own-case"]) == []
+    remember_valid_observation(document)
+    with pytest.raises(ObservationError):
+        check_decoded_observation(json.loads(json.dumps(document)))
+    assert len(full_checks) == 1
+    assert check_decoded_observation(json.loads(json.dumps(document)), case_ids=["own-case"]) == []
+
+
+@pytest.mark.django_db
+def test_a_row_changed_after_it_was_stored_is_checked_when_scored(reference_catalog, replay_executors, full_checks) -> None:
+    from runs.executors.replay import REPLAY_STORE
+    from runs.models import Execution, Scorecard
+    from runs.reporting import score_run
+    from runs.services import start_nightly
+
+    outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ=ENVIRON, execute=False)
+    for execution in outcome.schedule.entries.all():
+        REPLAY_STORE[execution.execution_id] = completed_observation(execution.to_document())
+    outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ=ENVIRON, execute=True)
+    run = outcome.run
+    scored = Scorecard.objects.filter(execution__run=run).count()
+    assert scored > 0
+    assert full_checks == []  # each was checked once, when stored
+
+    first, second = list(run.executions.filter(scorecard__isnull=False).order_by("position")[:2])
+    Scorecard.objects.filter(execution__in=[first, second]).delete()
+    # Unchanged: scored again without a second check.
+    assert score_run(run) == 2
+    assert full_checks == []
+
+    Scorecard.objects.filter(execution=first).delete()
+    changed = Execution.objects.get(pk=first.pk).observation
+    changed["base"]["controlPlaneOwned"] = 0
+    Execution.objects.filter(pk=first.pk).update(observation=changed)
+    with pytest.raises(ObservationError):
+        score_run(run)
+    assert len(full_checks) == 1
