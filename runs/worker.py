@@ -10,17 +10,38 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.db import connection
+
 from evalhub.secrets import redact
 from runs import leases
 
 logger = logging.getLogger(__name__)
 
 
+def keep_database_connection() -> None:
+    """Keep this worker process's database connection across its tasks when the settings would
+    close it after each one (SQLite's ``CONN_MAX_AGE`` 0).
+
+    django-q2 closes connections older than ``CONN_MAX_AGE`` before every task; for SQLite that
+    meant opening the file, running the connection's PRAGMAs and reading the schema again for
+    every execution — more than a no-op execution's own statements. A connection that saw an
+    error is still closed (Django's ``close_if_unusable_or_obsolete``). PostgreSQL's connections
+    already live for ``conn_max_age`` (``evalhub.settings.database_config``); they are left so.
+    Only worker processes do this: django-q2's own processes keep the settings as they are.
+    """
+    if connection.vendor == "sqlite" and connection.settings_dict.get("CONN_MAX_AGE") == 0:
+        # Read when the connection opens: django-q2 closes every connection before it spawns
+        # workers, so this process's first task opens one that lives on.
+        connection.settings_dict["CONN_MAX_AGE"] = None
+
+
 def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
     """A worker process started: SIGTERM/SIGINT now stop it within a bounded time (the current
-    execution is interrupted and handed back), and the reaper runs once, so a night left behind
-    by a dead worker goes on as soon as any worker is up. Never raises (the worker must start)."""
+    execution is interrupted and handed back), its database connection is kept across its tasks
+    (:func:`keep_database_connection`), and the reaper runs once, so a night left behind by a
+    dead worker goes on as soon as any worker is up. Never raises (the worker must start)."""
     leases.install_worker_signal_handlers()
+    keep_database_connection()
     try:
         from runs.services import reap
 
