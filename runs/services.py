@@ -57,7 +57,7 @@ from evalhub.credentials import credential_values
 from evalhub.interrupts import terminate_as_interrupt
 from evalhub.logging import RedactingStream
 from evalhub.secrets import redact, redact_data
-from evalhub.statements import Write, insert_sql, update_sql
+from evalhub.statements import Read, Write, insert_sql, update_sql
 from runs.evaluation.observation_schema import remember_valid_observation, validate_observation
 from runs.evaluation.observations import finite_json, missing_environment_message, unavailable_observation
 from runs.executors import ExecutionRequest, InfrastructureError, executor_for
@@ -636,7 +636,7 @@ def execute_execution(
     of its run read alike (an in-process run reads them once, :func:`_execute_claimed`).
     """
     owner = owner or owner_id()
-    execution = loaded if loaded is not None else _claimable(execution_pk).first()
+    execution = loaded if loaded is not None else _READ_CLAIMABLE.first(pk=execution_pk)
     if execution is None:
         return "no such execution"
     if not evalhub_setting("PROVIDER_CONCURRENCY") and _looks_claimable(execution):
@@ -648,7 +648,7 @@ def execute_execution(
         try:
             return _run_claimed(execution, environ=environ, owner=owner, slot=None, finalise=finalise, claim=True, prefetched=prefetched)
         except _NotClaimed:
-            execution = _claimable(execution_pk).first()
+            execution = _READ_CLAIMABLE.first(pk=execution_pk)
             if execution is None:
                 return "no such execution"
     run = execution.run
@@ -694,6 +694,26 @@ def _claimable(execution_pk: int) -> Any:
         .annotate(has_attempts=Exists(Attempt.objects.filter(execution_id=OuterRef("pk"))))
         .filter(pk=execution_pk)
     )
+
+
+#: :func:`_claimable`'s execution by pk, compiled once per process (the read every task starts with).
+_READ_CLAIMABLE = Read(
+    "read an execution to run", lambda values, variant: _claimable(values["pk"])[:1], {"pk": Execution._meta.get_field("id")}
+)
+#: The workflow case an execution runs, by key.
+_READ_CASE = Read(
+    "read an execution's case",
+    lambda values, variant: WorkflowCase.objects.filter(key=values["key"])[:1],
+    {"key": WorkflowCase._meta.get_field("key")},
+)
+#: Whether a run has an execution pending or running (the check after every settled execution).
+_READ_UNSETTLED = Read(
+    "look for a run's unsettled execution",
+    lambda values, variant: Execution.objects.filter(
+        run_id=values["run"], status__in=[ExecutionStatus.PENDING, ExecutionStatus.RUNNING]
+    ).only("pk")[:1],
+    {"run": Execution._meta.get_field("id")},
+)
 
 
 class _NotClaimed(Exception):
@@ -839,7 +859,7 @@ def _execute_one(
         if secrets is None:
             secrets = prefetched.secrets[execution.candidate_key] = secret_values(environ, [candidate, *(run.schedule.candidates or [])])
     else:
-        case_row = WorkflowCase.objects.filter(key=execution.case_key).first()
+        case_row = _READ_CASE.first(key=execution.case_key)
         secrets = secret_values(environ, [candidate, *(run.schedule.candidates or [])])
     # The reference case document plus evalhub's task prompt, which live executors give the agent.
     case = {**case_row.to_document(), "prompt": case_row.prompt} if case_row else {"id": execution.case_key, "assertions": {}}
@@ -1640,7 +1660,7 @@ def finalise_run(run_pk: int, *, environ: Mapping[str, str] | None = None) -> bo
     """Finish and report a running run once its last execution settled: True only for the one
     caller whose conditional update finished it (it then scores and reports it; a chaos-lane run
     is never reported). A run with pending or running executions is left alone."""
-    if Execution.objects.filter(run_id=run_pk, status__in=[ExecutionStatus.PENDING, ExecutionStatus.RUNNING]).exists():
+    if _READ_UNSETTLED.found(run=run_pk):
         return False
     # Cancelled or finished, as the row says when it is updated (one statement, no race with a cancel).
     status = Case(When(cancel_requested_at__isnull=False, then=Value(RunStatus.CANCELLED)), default=Value(RunStatus.FINISHED))

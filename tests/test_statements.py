@@ -1,6 +1,7 @@
 """Writes compiled once (``evalhub.statements``): for real values, the SQL and parameters a compiled
 write executes are exactly what the ORM compiles for the same statement; a slot declared with the
-wrong field, or a statement with a join, is refused when it is compiled."""
+wrong field, or a statement with a join, is refused when it is compiled. A compiled read builds
+the instance its queryset builds."""
 
 from __future__ import annotations
 
@@ -155,3 +156,34 @@ def test_a_row_with_a_field_filled_in_at_save_is_not_inserted_by_a_compiled_writ
 
     with pytest.raises(ValueError, match="auto_now or auto_now_add"):
         insert_sql(Scorecard(execution_id=1, scoring_version="v", document={}))
+
+
+def _fields(row: Any) -> dict[str, Any]:
+    return {name: value for name, value in vars(row).items() if name != "_state"}
+
+
+@pytest.mark.django_db
+def test_a_compiled_read_builds_the_instance_the_queryset_builds(reference_catalog: None) -> None:
+    """The execution a worker reads, with its entry, run and schedule and ``has_attempts``, and
+    its case: as the ORM's own querysets read them; a row that is not there is None."""
+    from runs.services import create_run
+    from schedules.models import WorkflowCase
+    from schedules.services import schedule_for_night
+
+    schedule, _ = schedule_for_night(seed="runner-live-seven-week-v1", now=dt.datetime(2026, 8, 19, 4, 0, tzinfo=dt.UTC))
+    run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), trigger="nightly")
+    for execution in run.executions.order_by("position")[:3]:
+        expected = services._claimable(execution.pk).get()
+        read = services._READ_CLAIMABLE.first(pk=execution.pk)
+        assert _fields(read) == _fields(expected)
+        assert read.has_attempts is False
+        assert _fields(read.entry) == _fields(expected.entry)
+        assert _fields(read.run) == _fields(expected.run)
+        assert _fields(read.run.schedule) == _fields(expected.run.schedule)
+        assert read._state.adding is False
+        assert _fields(services._READ_CASE.first(key=execution.case_key)) == _fields(WorkflowCase.objects.get(key=execution.case_key))
+    assert services._READ_CLAIMABLE.first(pk=-5) is None
+    assert services._READ_CASE.first(key="no-such-case") is None
+    assert services._READ_UNSETTLED.found(run=run.pk) is True
+    run.executions.update(status="finished")
+    assert services._READ_UNSETTLED.found(run=run.pk) is False
