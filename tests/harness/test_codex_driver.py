@@ -680,3 +680,23 @@ def test_jsonrpc_peer_records_and_dispatches_every_line():
     answer = [json.loads(raw) for _, d, raw in trace.frames if d == "out" and b'"ok":true' in raw]
     assert answer == [{"jsonrpc": "2.0", "id": 7, "result": {"ok": True}}]
     assert [d for _, d, _ in trace.frames].count("in") == 5
+
+
+def test_the_callback_worker_drains_what_was_queued_before() -> None:
+    # ProcessDriver.wait_turn drains the worker, so a usage report the runtime sent just before
+    # its turn ended has reached the callbacks when the turn's outcome is returned.
+    from runs.executors.live.drivers.common import CallbackWorker
+
+    worker = CallbackWorker("test-callbacks")
+    seen: list[int] = []
+    release = threading.Event()
+    worker.put(lambda: release.wait(5))
+    worker.put(lambda: seen.append(1))
+    assert worker.drain(0.05) is False  # the first job still holds the thread
+    release.set()
+    assert worker.drain(5) is True
+    assert seen == [1]
+    inside: list[bool] = []
+    worker.put(lambda: inside.append(worker.drain(5)))  # never waits on itself
+    assert worker.drain(5) and inside == [False]
+    worker.close()

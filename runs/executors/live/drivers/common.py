@@ -367,6 +367,15 @@ class CallbackWorker:
         """Run ``job()`` after the jobs already queued."""
         self._jobs.put(job)
 
+    def drain(self, timeout_s: float = 2.0) -> bool:
+        """Wait up to ``timeout_s`` until the jobs queued so far have run; returns whether they have.
+        Called from this worker's own thread it returns False at once (it would wait on itself)."""
+        if threading.current_thread() is self._thread:
+            return False
+        done = threading.Event()
+        self._jobs.put(done.set)
+        return done.wait(timeout_s)
+
     def close(self, timeout_s: float = 2.0) -> None:
         """Stop after the queued jobs (waits up to ``timeout_s``)."""
         self._jobs.put(None)
@@ -475,8 +484,14 @@ class ProcessDriver(Driver):
         """Wait up to ``timeout_ms`` for the current turn to end and return its outcome; on
         timeout the turn is interrupted and its status is ``timed_out`` (:meth:`TurnBook.wait`).
         Raises ``RuntimeError`` when no turn was started, ``InfrastructureError("runtime_crashed")``
-        when the runtime dies meanwhile."""
-        return self._book.wait(timeout_ms, self.interrupt)
+        when the runtime dies meanwhile.
+
+        The callbacks for what the runtime sent before the turn ended (its last usage report,
+        above all) have run when this returns: they are delivered on the driver's callback thread,
+        and a usage report read after the turn would otherwise be missed by whoever counts cost."""
+        outcome = self._book.wait(timeout_ms, self.interrupt)
+        self._worker.drain()
+        return outcome
 
     def close(self) -> None:
         """Kill the runtime's whole process group and release everything. Idempotent; never raises.
