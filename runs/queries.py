@@ -203,18 +203,20 @@ def history_rows(runs: Iterable[dict[str, Any]]) -> list[HistoryRow]:
     """The rows of a page of :func:`history_runs`, with their executions counted in one grouped
     query over that page's runs only (so a page costs the same at 10 runs or a year of them)."""
     runs = list(runs)
-    counts: dict[int, Counter[str]] = {run["id"]: Counter() for run in runs}
+    # Per run: executions by classification ("" while pending), by the missing-environment
+    # failure code, and all of them under None (a key no classification has).
+    counts: dict[int, dict[str | None, int]] = {run["id"]: {} for run in runs}
     if counts:
         for run_id, classification, failure_code, n in _outcome_counts().filter(run_id__in=counts):
             tally = counts[run_id]
-            tally[""] += n
-            tally[classification] += n
+            tally[None] = tally.get(None, 0) + n
+            tally[classification] = tally.get(classification, 0) + n
             if failure_code == ENVIRONMENT_MISSING:
-                tally[ENVIRONMENT_MISSING] += n
+                tally[ENVIRONMENT_MISSING] = tally.get(ENVIRONMENT_MISSING, 0) + n
     url_before, url_after = _run_url_around()
     rows = []
     for run in runs:
-        tally = counts[run["id"]]
+        count = counts[run["id"]].get
         night = run["schedule__night"]
         rows.append(
             HistoryRow(
@@ -227,12 +229,12 @@ def history_rows(runs: Iterable[dict[str, Any]]) -> list[HistoryRow]:
                 refresh_of_id=run["refresh_of_id"],
                 status=run["status"],
                 status_label=_STATUS_LABELS.get(run["status"], run["status"]),
-                execution_count=tally[""],
-                completed_count=tally[Classification.COMPLETED],
-                candidate_failure_count=tally[Classification.CANDIDATE_FAILURE],
-                infrastructure_failure_count=tally[Classification.INFRASTRUCTURE_FAILURE],
-                skipped_count=tally[Classification.SKIPPED],
-                environment_missing_count=tally[ENVIRONMENT_MISSING],
+                execution_count=count(None, 0),
+                completed_count=count(Classification.COMPLETED, 0),
+                candidate_failure_count=count(Classification.CANDIDATE_FAILURE, 0),
+                infrastructure_failure_count=count(Classification.INFRASTRUCTURE_FAILURE, 0),
+                skipped_count=count(Classification.SKIPPED, 0),
+                environment_missing_count=count(ENVIRONMENT_MISSING, 0),
                 has_unpriced=run["has_unpriced"],
                 spent="unknown" if run["has_unpriced"] else _usd(run["spent_usd"]),
                 ceiling=_usd(run["cost_ceiling_usd"]),

@@ -109,6 +109,16 @@ def test_the_history_counts_each_classification(reader_client, replayed_run: Run
     )
 
 
+def test_the_history_counts_pending_executions_once(reader_client, skipped_run: Run) -> None:
+    from runs.services import create_run
+    from schedules.services import Selection
+
+    pending, _ = create_run(schedule=skipped_run.schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=3))
+    Execution.objects.filter(run=pending, position=0).update(classification="completed", status="finished")
+    rows = {row.pk: row for row in reader_client.get(HISTORY).context["runs"]}
+    assert (rows[pending.pk].execution_count, rows[pending.pk].completed_count, rows[pending.pk].skipped_count) == (3, 1, 0)
+
+
 def test_the_history_row_notes_a_refresh_an_error_and_a_stop_at_the_ceiling(reader_client, skipped_run: Run) -> None:
     refresh = Run.objects.create(
         schedule=skipped_run.schedule,
