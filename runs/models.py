@@ -202,6 +202,9 @@ class Execution(models.Model):
             # The history's counts per run, classification and failure code are read from this
             # index alone (runs.queries.history_rows), never from the rows with their observations.
             models.Index(fields=["run", "classification", "failure_code"], name="execution_run_outcome_idx"),
+            # The API's order (runs.api.EXECUTION_ORDER): a page's ids are read from this index alone,
+            # whatever its page number (evalhub.api.pagination.IdsFirstPaginator), and so are cursor pages.
+            models.Index(fields=["-run", "position", "id"], name="execution_api_order_idx"),
             models.Index(fields=["status", "lease_expires_at"], name="execution_lease_idx"),
         ]
 

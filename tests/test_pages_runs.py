@@ -109,6 +109,16 @@ def test_the_history_counts_each_classification(reader_client, replayed_run: Run
     )
 
 
+def test_the_history_counts_pending_executions_once(reader_client, skipped_run: Run) -> None:
+    from runs.services import create_run
+    from schedules.services import Selection
+
+    pending, _ = create_run(schedule=skipped_run.schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=3))
+    Execution.objects.filter(run=pending, position=0).update(classification="completed", status="finished")
+    rows = {row.pk: row for row in reader_client.get(HISTORY).context["runs"]}
+    assert (rows[pending.pk].execution_count, rows[pending.pk].completed_count, rows[pending.pk].skipped_count) == (3, 1, 0)
+
+
 def test_the_history_row_notes_a_refresh_an_error_and_a_stop_at_the_ceiling(reader_client, skipped_run: Run) -> None:
     refresh = Run.objects.create(
         schedule=skipped_run.schedule,
@@ -235,17 +245,35 @@ def test_execution_text_is_escaped(reader_client, skipped_run: Run) -> None:
 
 
 def test_the_history_costs_the_same_queries_for_one_run_or_many(reader_client, skipped_run: Run, django_assert_num_queries: Any) -> None:
-    # Session, user, count, the page of runs, and their executions counted in one grouped query.
-    with django_assert_num_queries(5):
+    # Session, user, the page of runs (with the count of all runs), and their executions counted
+    # in one grouped query.
+    with django_assert_num_queries(4):
         reader_client.get(HISTORY)
     for day in range(1, 4):
         nightly(NIGHT + dt.timedelta(days=day))
     for _ in range(30):
         Run.objects.create(schedule=skipped_run.schedule, trigger=Trigger.MANUAL, cost_ceiling_usd=Decimal("5"))
-    with django_assert_num_queries(5):
-        reader_client.get(HISTORY)
-    with django_assert_num_queries(5):
-        reader_client.get(HISTORY, {"page": "2"})
+    with django_assert_num_queries(4):
+        response = reader_client.get(HISTORY)
+    assert "page 1 of 2" in response.content.decode()
+    with django_assert_num_queries(4):
+        response = reader_client.get(HISTORY, {"page": "2"})
+    assert "page 2 of 2" in response.content.decode()
+    assert len(response.context["runs"]) == Run.objects.count() - 25
+
+
+def test_an_empty_history_and_a_page_past_the_end_count_the_runs_on_their_own(
+    reader_client, thirty_runs: list[Run], django_assert_num_queries: Any
+) -> None:
+    # Past the end: session, user, the empty page, the count, then the last page and its counts.
+    with django_assert_num_queries(6):
+        response = reader_client.get(HISTORY, {"page": "3"})
+    assert response.context["page"].number == 2 and "page 2 of 2" in response.content.decode()
+    Run.objects.all().delete()
+    # No runs: session, user, the empty page and the count.
+    with django_assert_num_queries(4):
+        response = reader_client.get(HISTORY)
+    assert "No runs yet" in response.content.decode()
 
 
 def test_the_run_page_costs_the_same_queries_for_few_or_many_executions(

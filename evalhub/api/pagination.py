@@ -25,8 +25,11 @@ class IdsFirstPaginator(Paginator):
     queryset is read in two steps: the page's primary keys first (``ORDER BY … LIMIT … OFFSET``
     over the ordering's columns only), then those rows with everything the queryset loads
     (related rows, annotations, prefetches). The database then skips the earlier rows without
-    reading them whole — an execution row carries its observation — so a deep page costs about
-    what the first one does (one query more). Earlier pages are read as before, in one query.
+    reading them whole — an execution row carries its observation — and with an index in the
+    list's order (``execution_api_order_idx`` for executions) it skips them in the index alone,
+    so a deep page costs about what the first one does (one query more). Earlier pages are read
+    as before, in one query. An order across a join (scorecards, by their execution's run and
+    position) still visits each skipped row's index entries on both tables.
     """
 
     def page(self, number: Any) -> Page:

@@ -8,9 +8,10 @@ from typing import Any
 
 from django import template
 from django.conf import settings
+from django.template.loader import render_to_string
 from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.html import escape
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
 
@@ -160,3 +161,24 @@ def page_url(name: str) -> str:
 def _reversed(name: str, urlconf: str, prefix: str) -> str:
     # ``prefix`` is part of the key only: reverse() reads the current script prefix itself.
     return reverse(name, urlconf=urlconf)
+
+
+@register.simple_tag(takes_context=True)
+def site_nav(context: template.Context) -> SafeString:
+    """``{% site_nav %}``: the site header's links (``templates/includes/site_nav.html``), the
+    current page's marked ``aria-current``, the admin's for staff only. They depend on nothing
+    else, so each combination is rendered once per URL configuration and script prefix; every
+    page saves the template work of nine links and their comparisons. (Once per process: an
+    edit of the include shows after a restart.)"""
+    request = context.get("request")
+    match = getattr(request, "resolver_match", None)
+    user = context.get("user")
+    return _site_nav(
+        match.url_name if match else "", bool(getattr(user, "is_staff", False)), get_urlconf() or settings.ROOT_URLCONF, get_script_prefix()
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _site_nav(current: str, is_staff: bool, urlconf: str, prefix: str) -> SafeString:
+    # ``urlconf`` and ``prefix`` are part of the key only: {% page_url %} reads them itself.
+    return mark_safe(render_to_string("includes/site_nav.html", {"current": current, "is_staff": is_staff}).strip())  # a template's output
