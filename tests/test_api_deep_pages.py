@@ -7,6 +7,7 @@ PostgreSQL alike)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
@@ -97,12 +98,18 @@ def test_a_deep_page_reads_its_execution_ids_from_the_ordering_index_alone(three
     sql, params = ids.query.sql_with_params()
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # Three nights are a few pages: without this the planner may rightly prefer to sort.
+            # Three nights are a few pages: without this the planner may rightly prefer to sort, or
+            # to walk another index that starts with the run and sort each run's rows (an
+            # incremental sort: what CI's planner chose once with the table's statistics unset).
+            cursor.execute("ANALYZE runs_execution")
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute("SET LOCAL enable_sort = off")
+            cursor.execute("SET LOCAL enable_incremental_sort = off")
             cursor.execute(f"EXPLAIN {sql}", params)
             plan = "\n".join(row[0] for row in cursor.fetchall())
-            assert "Index Only Scan using execution_api_order_idx" in plan, plan
+            # Whether PostgreSQL skips the heap is its visibility map's business (autovacuum sets
+            # it; a test transaction cannot VACUUM): the index must give the order, so no sort.
+            assert re.search(r"Index (Only )?Scan using execution_api_order_idx", plan), plan
             assert "Sort" not in plan, plan
         else:
             cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
