@@ -16,6 +16,7 @@ live here too (tests/harness/test_live_acp_e2e.py is the third).
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import gzip
 import ipaddress
@@ -24,6 +25,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import string
 import subprocess
 import time
@@ -623,3 +625,84 @@ def assert_connects_only_to_loopback(strace_log: str) -> None:
     assert any(family == "AF_INET" and is_loopback(address) for family, address in connects), connects
     outside = sorted({(family, address) for family, address in connects if not is_loopback(address)})
     assert outside == [], f"non-loopback connect() attempts: {outside}"
+
+
+def describe(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "(gone)"
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting to be reaped has stopped running)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def processes_under(folder: Path) -> set[int]:
+    """Pids of the processes whose environment names a path inside ``folder`` (a runtime's private
+    HOME and TMPDIR are there; root reads any process's environment)."""
+    found = set()
+    prefix = f"={folder}".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if any(prefix in variable for variable in (entry / "environ").read_bytes().split(b"\0")):
+                    found.add(int(entry.name))
+            except OSError:  # gone, or not ours to read
+                continue
+    return found
+
+
+@contextlib.contextmanager
+def run_case_held_by_the_model(tmp_path: Path, candidate: str = "codex-luna") -> Iterator[tuple[subprocess.Popen[str], set[int], Path]]:
+    """``run-case`` of ``candidate`` with its runtime waiting on a model that answers in a minute:
+    yields the command, the processes it started (the runtime and its helpers, found by their
+    private TMPDIR) and the result file. Whatever the test did, neither the command nor its
+    runtime is left behind."""
+    script = json.loads((SCRIPTS / "final-response.json").read_text())
+    script["steps"][0]["delayMs"] = 60_000
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "final-response.json").write_text(json.dumps(script))
+    private = tmp_path / "tmp"
+    private.mkdir()
+    out = tmp_path / "result.json"
+    command = [
+        str(PYTHON),
+        "-m",
+        "runs.executors.live",
+        "run-case",
+        "final-response",
+        "--candidate",
+        candidate,
+        "--scripts",
+        str(scripts),
+        "--out",
+        str(out),
+    ]
+    argv, _ = namespaced(command)
+    environment = cli_environment(reference_candidate(candidate)["qualification"]["requiredEnvironment"][0], random_key(), private)
+    process = subprocess.Popen(argv, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        # Wait until the runtime itself runs (a process beside the CLI's with its home in the run's
+        # TMPDIR), then give it time to send its first model request, which the script holds.
+        while time.monotonic() < deadline and not (started := processes_under(private) - {process.pid}):
+            time.sleep(0.2)
+        assert started, f"{candidate}'s runtime never started"
+        time.sleep(3)
+        started |= processes_under(private) - {process.pid}
+        yield process, started, out
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in processes_under(private):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

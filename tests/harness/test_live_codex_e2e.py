@@ -16,12 +16,9 @@ missing (``npm ci`` installs it).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -31,9 +28,8 @@ import pytest
 from tests.harness.live_support import (
     CODEX,
     PROVIDER_ERRORS,
-    PYTHON,
-    ROOT,
     STRACE,
+    alive,
     assert_budget_exceeded,
     assert_budget_reached,
     assert_candidate_failure,
@@ -46,20 +42,17 @@ from tests.harness.live_support import (
     assert_secrets_left_nowhere,
     assert_stopped_after_permission,
     case_ids,
-    cli_environment,
+    describe,
     misbehaving_scripts,
-    namespaced,
     random_key,
     reference_candidate,
     require_loopback_only_namespace,
+    run_case_held_by_the_model,
     run_cli,
     scenario_options,
     score,
     secret_shaped,
     write_echo_script,
-)
-from tests.harness.live_support import (
-    SCRIPTS as SCRIPTS_DIR,
 )
 from tests.harness.test_observe import MISBEHAVING as MISBEHAVING_TABLE
 
@@ -298,75 +291,30 @@ def test_no_connection_attempt_leaves_loopback(tmp_path: Path) -> None:
     assert_connects_only_to_loopback(log.read_text())
 
 
-def _processes_under(folder: Path) -> set[int]:
-    """Pids of the processes whose environment names a path inside ``folder`` (a runtime's private
-    HOME and TMPDIR are there; root reads any process's environment)."""
-    found = set()
-    prefix = f"={folder}".encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if any(prefix in variable for variable in (entry / "environ").read_bytes().split(b"\0")):
-                    found.add(int(entry.name))
-            except OSError:  # gone, or not ours to read
-                continue
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie waiting to be reaped has stopped running)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status
-
-
-def _describe(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
-    except OSError:
-        return "(gone)"
-
-
 def test_sigterm_to_run_case_kills_the_runtime_and_writes_an_interrupted_result(tmp_path: Path) -> None:
     """``kill <pid>`` of ``run-case`` while codex waits on a model that answers in a minute: the
     command exits 130 with an ``interrupted`` result and no traceback, and no process it started
     (codex runs in a process group of its own) outlives it."""
-    script = json.loads((SCRIPTS_DIR / "final-response.json").read_text())
-    script["steps"][0]["delayMs"] = 60_000
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    (scripts / "final-response.json").write_text(json.dumps(script))
-    private = tmp_path / "tmp"
-    private.mkdir()
-    out = tmp_path / "result.json"
-    command = [str(PYTHON), "-m", "runs.executors.live", "run-case", "final-response", "--scripts", str(scripts), "--out", str(out)]
-    argv, _ = namespaced(command)
-    environment = cli_environment("OPENAI_API_KEY", random_key(), private)
-    process = subprocess.Popen(argv, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    started: set[int] = set()
-    try:
-        deadline = time.monotonic() + 90
-        # Wait until codex itself runs (a process beside the CLI's with its home in the run's TMPDIR), then
-        # give it time to send its first model request, which the script holds for a minute.
-        while time.monotonic() < deadline and not (started := _processes_under(private) - {process.pid}):
-            time.sleep(0.2)
-        assert started, "codex never started"
-        time.sleep(3)
-        started |= _processes_under(private) - {process.pid}
+    with run_case_held_by_the_model(tmp_path) as (process, started, out):
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
         assert process.returncode == 130, stderr
         assert "Traceback" not in stderr
         result = json.loads(out.read_text())
         assert result["error"]["code"] == "interrupted" and result["observation"] is None, result["error"]
-        survivors = {pid: _describe(pid) for pid in started if _alive(pid)}
+        survivors = {pid: describe(pid) for pid in started if alive(pid)}
         assert not survivors, f"processes outlived run-case: {survivors}"
-    finally:  # never leave the command or its runtime behind, whatever failed
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        for pid in _processes_under(private):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+
+
+def test_sigkill_of_run_case_leaves_no_runtime_behind(tmp_path: Path) -> None:
+    """``kill -9`` runs no cleanup at all, yet codex and its helpers die with the command: codex
+    ends with its stdin, and its lifeline (runs/executors/live/drivers/lifeline.py) would kill its
+    group if it did not. Nothing keeps running, and spending, unowned."""
+    with run_case_held_by_the_model(tmp_path) as (process, started, _):
+        process.kill()
+        process.communicate(timeout=30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(alive(pid) for pid in started):
+            time.sleep(0.1)
+        survivors = {pid: describe(pid) for pid in started if alive(pid)}
+        assert not survivors, f"processes outlived run-case: {survivors}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tests.harness.live_support import (
     OPENCODE,
     PROVIDER_ERRORS,
     CliRuns,
+    alive,
     assert_budget_exceeded,
     assert_budget_reached,
     assert_candidate_failure,
@@ -40,11 +42,13 @@ from tests.harness.live_support import (
     assert_secrets_left_nowhere,
     assert_stopped_after_permission,
     case_ids,
+    describe,
     misbehaving_scripts,
     module_runs,
     random_key,
     reference_candidate,
     require_loopback_only_namespace,
+    run_case_held_by_the_model,
     secret_shaped,
     submit_scenario,
 )
@@ -327,3 +331,20 @@ def test_no_connection_attempt_leaves_loopback(runs: CliRuns) -> None:
     assert run.error is None and run.observation["classification"] == "completed", run.describe()
     # opencode → scripted model and MCP server, evalhub → opencode, and nothing else: no registry, no models.dev, no update check.
     assert_connects_only_to_loopback((runs.root / "connect.strace").read_text())
+
+
+# ------------------------------------------------------------------ a killed command
+
+
+def test_sigkill_of_run_case_leaves_no_opencode_server_behind(tmp_path: Path) -> None:
+    """``kill -9`` runs no cleanup, and ``opencode serve`` (unlike a stdio runtime, which ends with
+    its stdin) would serve, and spend, forever: its lifeline kills it with the command
+    (runs/executors/live/drivers/lifeline.py)."""
+    with run_case_held_by_the_model(tmp_path, CANDIDATE_ID) as (process, started, _):
+        process.kill()
+        process.communicate(timeout=30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(alive(pid) for pid in started):
+            time.sleep(0.1)
+        survivors = {pid: describe(pid) for pid in started if alive(pid)}
+        assert not survivors, f"processes outlived run-case: {survivors}"

@@ -27,8 +27,10 @@ import logging
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -133,32 +135,66 @@ def configuration_refused() -> Iterator[None]:
         raise InfrastructureError("runtime_start_failed", False, str(exc)) from exc
 
 
+#: The program each runtime is started behind, so that it never outlives evalhub (its docstring).
+LIFELINE = Path(__file__).with_name("lifeline.py")
+
+
 def start_process_group(
     argv: Sequence[str], *, env: Mapping[str, str], cwd: str, label: str, stdin: bool = True
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in a new session (its own process group) with exactly ``env``, stdout and
     stderr piped (and stdin when ``stdin``). Raises ``InfrastructureError("runtime_start_failed",
-    retryable)`` when it cannot be started; ``label`` names the runtime in the message."""
+    retryable)`` when it cannot be started; ``label`` names the runtime in the message.
+
+    The runtime is started by :mod:`~runs.executors.live.drivers.lifeline`, which kills its group
+    when this process ends without :func:`kill_process_group` (SIGKILL, the OOM killer) and exits
+    as the runtime exits, so ``returncode`` means what it would without it. ``proc.pid`` is the
+    lifeline's; the runtime's (its group's id) is :func:`group_of`. The lifeline's pipe's write end
+    is held in ``proc.lifeline`` until the group is killed."""
+    command = shutil.which(argv[0], path=env.get("PATH", os.defpath)) if os.sep not in argv[0] else argv[0]
+    if command is None or not os.access(command, os.X_OK) or os.path.isdir(command):
+        raise InfrastructureError("runtime_start_failed", True, f"cannot start {label} ({argv[0]}): not an executable file")
+    read_end, write_end = os.pipe()
+    pid_read, pid_write = os.pipe()
     try:
-        return subprocess.Popen(
-            list(argv),
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(LIFELINE), str(read_end), str(pid_write), command, *argv[1:]],
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=dict(env),
             cwd=cwd,
             start_new_session=True,
+            pass_fds=(read_end, pid_write),
         )
     except OSError as exc:
+        os.close(write_end)
         raise InfrastructureError("runtime_start_failed", True, f"cannot start {label} ({argv[0]}): {exc}") from exc
+    finally:
+        os.close(read_end)
+        os.close(pid_write)
+    with os.fdopen(pid_read, "rb") as reply:
+        line = reply.readline()
+    proc.lifeline = write_end  # type: ignore[attr-defined]
+    proc.group = int(line) if line.strip().isdigit() else None  # type: ignore[attr-defined]
+    if proc.group is None:  # the lifeline itself could not start
+        kill_process_group(proc)
+        raise InfrastructureError("runtime_start_failed", True, f"cannot start {label} ({argv[0]}): its lifeline exited")
+    return proc
+
+
+def group_of(proc: subprocess.Popen[bytes]) -> int:
+    """The process group id of a runtime started by :func:`start_process_group` (the runtime's pid)."""
+    return getattr(proc, "group", None) or proc.pid
 
 
 def kill_process_group(proc: subprocess.Popen[bytes] | None, *, wait_s: float = 5.0) -> None:
-    """SIGKILL ``proc``'s whole process group, reap it and close its pipes. Never raises."""
+    """SIGKILL ``proc``'s whole process group, reap it and close its pipes (and its lifeline's,
+    :func:`start_process_group`). Never raises."""
     if proc is None:
         return
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(group_of(proc), signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     try:
@@ -169,6 +205,13 @@ def kill_process_group(proc: subprocess.Popen[bytes] | None, *, wait_s: float = 
         try:
             if pipe:
                 pipe.close()
+        except OSError:
+            pass
+    lifeline = getattr(proc, "lifeline", None)
+    if lifeline is not None:
+        proc.lifeline = None  # type: ignore[attr-defined]
+        try:
+            os.close(lifeline)
         except OSError:
             pass
 
@@ -472,7 +515,7 @@ class ProcessDriver(Driver):
     @property
     def pgid(self) -> int | None:
         """The process group id of the running runtime (its pid), or ``None``."""
-        return self._proc.pid if self._proc is not None else None
+        return group_of(self._proc) if self._proc is not None else None
 
     @property
     def usage(self) -> Usage:
