@@ -196,7 +196,7 @@ def test_an_echoed_key_leaves_no_trace_in_the_database_artifacts_logs_or_pages(
         assert leaks(response.content.decode()) == [], url
 
 
-def test_demo_live_is_a_labelled_scripted_run_never_history(reference_catalog, staff_client, monkeypatch) -> None:
+def test_demo_live_is_a_labelled_scripted_run_never_history(reference_catalog, staff_client, monkeypatch, caplog) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     call_command("setup_schedules", stdout=io.StringIO())
     out = io.StringIO()
@@ -217,6 +217,12 @@ def test_demo_live_is_a_labelled_scripted_run_never_history(reference_catalog, s
     # ... and so does everything outside the run page: the observation, the API, every export.
     execution = run.executions.order_by("position").first()
     assert execution.observation["base"]["provenance"]["source"] == "fixture"
+    # The made-up keys are nothing like ordinary text: scrubbing them leaves the evidence whole
+    # (a key spelt "evalhub-scripted-demo-key" once scrubbed "scripted-model:" and "evalhub-").
+    for each in run.executions.all():
+        assert each.observation["base"]["provenance"]["behavior"] == f"scripted-model:{each.case_key}"
+        assert "[REDACTED]" not in json.dumps(each.observation)
+    assert "had not scrubbed" not in caplog.text
     assert staff_client.get(f"/api/executions/{execution.pk}/").json()["lane"] == "scripted"
     assert b"evalhub's scripted model" in staff_client.get(reverse("pages:execution", args=[execution.pk])).content
     for fmt in ("json", "markdown", "junit", "github"):

@@ -25,16 +25,13 @@ from tqdm import tqdm
 from evalhub.commands import DatabaseCommand
 from evalhub.secrets import redact
 from runs.executors import InfrastructureError, executor_paths
-from runs.executors.live.executor import LiveExecutor, configured_binary, scripted_provider_for
+from runs.executors.live.executor import SCRIPTED_MODEL_KEY, LiveExecutor, configured_binary, scripted_provider_for
 from runs.executors.live.runtimes import RUNTIMES
 from runs.models import RunLane
 from runs.services import create_run, execute_run
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
 from schedules.services import CoverageError, Selection, schedule_for_night
-
-#: The made-up key handed to the runtime (the scripted model ignores it; evalhub scrubs it).
-DEMO_KEY = "evalhub-scripted-demo-key"
 
 
 def driver_classes(candidates: list[dict[str, Any]]) -> dict[str, Any]:
@@ -109,7 +106,7 @@ class Command(DatabaseCommand):
                 lane=RunLane.SCRIPTED,
             )
             names = {name for c in candidates for name in c.get("qualification", {}).get("requiredEnvironment", [])}
-            environ = {**os.environ, **dict.fromkeys(names, DEMO_KEY)}
+            environ = {**os.environ, **dict.fromkeys(names, SCRIPTED_MODEL_KEY)}
             bar = None
             if not options["no_progress"]:
                 bar = tqdm(total=run.executions.count(), desc="scripted executions", unit="exec", file=sys.stderr, disable=None)
