@@ -151,6 +151,23 @@ class Run(models.Model):
     def __str__(self) -> str:
         return f"run {self.pk} · {self.schedule.night} · {self.trigger}"
 
+    @property
+    def selection_text(self) -> str:
+        """The run's selection in words (``"candidates a, b · at most 3"``, ``"12 named
+        executions"`` for a re-run's), or ``""`` for a full night."""
+        selection = self.selection or {}
+        parts = []
+        if selection.get("candidateIds"):
+            parts.append("candidates " + ", ".join(selection["candidateIds"]))
+        if selection.get("caseIds"):
+            parts.append("cases " + ", ".join(selection["caseIds"]))
+        if selection.get("limit"):
+            parts.append(f"at most {selection['limit']}")
+        if selection.get("executionIds"):
+            count = len(selection["executionIds"])
+            parts.append(f"{count} named execution{'s' if count != 1 else ''}")
+        return " · ".join(parts)
+
 
 class Execution(models.Model):
     """One schedule entry executed within a run; its ``observation`` is the reference document."""

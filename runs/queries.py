@@ -388,10 +388,10 @@ def compare_runs(before: Run, after: Run) -> RunComparison:
             card.overall_score if card is not None else None,
         )
         sides[execution.run_id].setdefault((execution.case_key, execution.candidate_key, execution.repetition), (execution.position, side))
-    keys = sorted(
-        set(sides[before.pk]) | set(sides[after.pk]),
-        key=lambda key: (key[0], key[1], key[2]),
-    )
+    repeated = _repeated_side(before, after)
+    # A re-run repeats some of its original's executions: only those two measurements compare.
+    present = set(sides[repeated.pk]) if repeated is not None else set(sides[before.pk]) | set(sides[after.pk])
+    keys = sorted(present, key=lambda key: (key[0], key[1], key[2]))
     rows = []
     for key in keys:
         a = sides[before.pk].get(key)
@@ -410,7 +410,20 @@ def compare_runs(before: Run, after: Run) -> RunComparison:
     )
 
 
+def _repeated_side(before: Run, after: Run) -> Run | None:
+    """The one of ``before`` and ``after`` that re-runs (``repeat_of``) the other, or None."""
+    if after.repeat_of_id == before.pk:
+        return after
+    if before.repeat_of_id == after.pk:
+        return before
+    return None
+
+
 def _comparability(before: Run, after: Run) -> tuple[bool, str]:
+    """Whether the two runs' results may be compared, and the note that says why not (or what is
+    compared): both measured (not a refresh or a scripted run) with the same bundle — or one re-runs
+    the other, which repeats the same schedule's executions (its bundle differs only by naming
+    them) and is compared on those."""
     reports = {run.pk: report_of(run) for run in (before, after)}
     missing = [str(pk) for pk, report in reports.items() if report is None]
     if missing:
@@ -419,6 +432,12 @@ def _comparability(before: Run, after: Run) -> tuple[bool, str]:
     for run in (before, after):
         if reason := reports[run.pk].not_a_measurement():
             return False, f"Not comparable: run {run.pk} is {reason}; compare measured runs only."
+    if (repeated := _repeated_side(before, after)) is not None:
+        original = after if repeated is before else before
+        return True, (
+            f"Run {repeated.pk} re-runs {repeated.executions.count()} execution(s) of run {original.pk}: "
+            "only those are compared (the rest of the night was not repeated)."
+        )
     if a.bundle_id != b.bundle_id:
         return False, (
             f"Not comparable: the runs measured different bundles ({a.bundle_id} and {b.bundle_id}); "

@@ -426,6 +426,40 @@ def test_the_compare_page_says_when_runs_are_not_comparable(reader_client, sched
     assert OTHER_BUNDLE in html and BUNDLE in html
 
 
+def test_a_re_run_is_compared_with_the_run_it_repeats_on_what_it_repeated(reader_client, schedule) -> None:
+    """A re-run's bundle names the executions it repeats, so it is never the original's bundle;
+    the two still compare — on the repeated executions only — with either run as A."""
+    original = make_run(schedule, [(False, 0.3), "infra", (True, 1), (True, 0.9)])
+    rerun = make_run(schedule, [(True, 1), (True, 0.8)])
+    Run.objects.filter(pk=rerun.pk).update(repeat_of=original, repeat_scope="failed")
+    rerun.refresh_from_db()
+    make_report(original)
+    make_report(rerun, bundle=OTHER_BUNDLE)
+    for a, b in ((original, rerun), (rerun, original)):
+        response = reader_client.get(compare_url(a.pk, b.pk))
+        html = response.content.decode()
+        comparison = response.context["comparison"]
+        assert comparison.comparable and "not-comparable" not in html
+        assert f"Run {rerun.pk} re-runs 2 execution(s) of run {original.pk}: only those are compared" in html
+        assert len(comparison.rows) == 2 and "<strong>2</strong> executions compared" in html
+    first, second = ((e.case_key, e.candidate_key, e.repetition) for e in original.executions.order_by("position")[:2])
+    rows = reader_client.get(compare_url(original.pk, rerun.pk)).context["comparison"].rows
+    changes = {(row.case_key, row.candidate_key, row.repetition): (row.change, row.reason) for row in rows}
+    assert changes == {first: ("improvement", "failed → passed"), second: ("", "")}  # an infrastructure failure says nothing
+
+
+def test_the_run_page_says_what_a_run_selected_in_words(reader_client, schedule) -> None:
+    run = make_run(schedule, [(True, 1), (True, 1)])
+    Run.objects.filter(pk=run.pk).update(selection={"candidateIds": [], "caseIds": [], "limit": 2, "executionIds": ["a", "b"]})
+    html = reader_client.get(reverse("pages:run", args=[run.pk])).content.decode()
+    assert "<dt>Selection</dt><dd>at most 2 · 2 named executions</dd>" in html
+    Run.objects.filter(pk=run.pk).update(selection={"candidateIds": ["codex-luna"], "caseIds": ["x", "y"], "limit": None})
+    html = reader_client.get(reverse("pages:run", args=[run.pk])).content.decode()
+    assert "<dt>Selection</dt><dd>candidates codex-luna · cases x, y</dd>" in html
+    Run.objects.filter(pk=run.pk).update(selection={"candidateIds": [], "caseIds": [], "limit": None})
+    assert "<dt>Selection</dt>" not in reader_client.get(reverse("pages:run", args=[run.pk])).content.decode()
+
+
 @pytest.mark.parametrize(
     ("first", "second", "refused", "reason"),
     [
