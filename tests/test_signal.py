@@ -20,6 +20,7 @@ from runs.reporting import alert_rows, refresh_run
 from runs.services import create_run, execute_run
 from runs.signal import SIGNIFICANT_REGRESSION, bundle_signal, signal_config
 from schedules.models import ScheduleEntry
+from schedules.services import Selection
 from tests.browser_night import ENVIRON
 from tests.signal_nights import BIMODAL_PASSES, FLAKY_PASSES, REGRESSION_PASSES, WEEK_WINDOWS, SignalNights, build_signal_nights
 
@@ -250,6 +251,21 @@ def test_the_api_gives_the_same_data_in_a_fixed_number_of_queries(week: SignalNi
             reader_client.get("/api/signal/", {"run": run.pk})
     with django_assert_num_queries(4):
         reader_client.get(reverse("pages:signal"))
+
+
+def test_the_default_signal_is_the_newest_nightly_not_a_newer_manual_selection(week: SignalNights, reader_client) -> None:
+    """A small manual selection run after the night (measured, but two executions of its own
+    bundle) is not what the Signal page means by the newest night."""
+    schedule = week.runs[-1].schedule
+    manual, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=2))
+    execute_run(manual, environ=ENVIRON)
+    assert Report.objects.filter(run=manual, is_scripted=False, is_refresh=False).exists()
+    assert reader_client.get("/api/signal/").json()["runId"] == week.runs[-1].pk
+    assert reader_client.get(reverse("pages:signal")).context["signal"].nights[-1].run_id == week.runs[-1].pk
+    # Asked for by id, it still is its own bundle's history, whose first night has nothing before it.
+    html = reader_client.get(reverse("pages:run", args=[manual.pk])).content.decode()
+    assert "The bundle has 1 measured night so far." in html and "no change can be significant yet" in html
+    assert "This is the bundle's first measured night: there is no previous night to compare with yet." in html
 
 
 def test_the_api_before_anything_was_measured_is_a_404(reader_client) -> None:
