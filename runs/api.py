@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, F, Prefetch, QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -72,7 +72,7 @@ from schedules.services import iso_timestamp
 def run_queryset() -> QuerySet[Run]:
     """The run history (newest first, schedule loaded, counts per classification annotated by
     :func:`runs.queries.run_history`) plus ``pending_count``: one query for a whole page."""
-    return run_history().annotate(pending_count=count_executions(classification=""))
+    return run_history().annotate(pending_count=count_executions(classification=""), refresh_of_lane=F("refresh_of__lane"))
 
 
 #: The long lists' one order (page numbers and cursors alike): newest run first, then schedule order.
@@ -147,6 +147,12 @@ class RunSerializer(serializers.Serializer):
     )
     status = serializers.ChoiceField(choices=RunStatus.choices, read_only=True)
     selection = SelectionField(read_only=True)
+    scripted = serializers.SerializerMethodField(
+        help_text="Whether the run measured evalhub's scripted model, not a real one (a scripted run, or a refresh of one): never a measurement."
+    )
+    refreshOf = serializers.IntegerField(
+        source="refresh_of_id", read_only=True, allow_null=True, help_text="The run this refresh re-scores."
+    )
     repeatOf = serializers.IntegerField(source="repeat_of_id", read_only=True, allow_null=True, help_text="The run this re-run repeats.")
     repeatScope = serializers.CharField(source="repeat_scope", read_only=True, help_text="failed, infrastructure, or empty.")
     reservedUsd = UsdField(source="reserved_usd", read_only=True, help_text="Held against the ceiling by the attempts running now.")
@@ -162,6 +168,13 @@ class RunSerializer(serializers.Serializer):
     startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)
     failureCodes = serializers.SerializerMethodField()
+
+    def get_scripted(self, run: Run) -> bool:
+        if run.lane == RunLane.SCRIPTED:
+            return True
+        if not hasattr(run, "refresh_of_lane"):  # a run not from run_queryset (an action's answer)
+            return run.refresh_of_id is not None and run.refresh_of.lane == RunLane.SCRIPTED
+        return run.refresh_of_lane == RunLane.SCRIPTED
 
     @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
     def get_failureCodes(self, run: Run) -> dict[str, int]:

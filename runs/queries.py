@@ -67,6 +67,8 @@ _HISTORY_COLUMNS = (
     "trigger",
     "lane",
     "refresh_of_id",
+    "refresh_of__lane",
+    "repeat_of_id",
     "status",
     "spent_usd",
     "cost_ceiling_usd",
@@ -96,6 +98,9 @@ class HistoryRow:
     trigger_label: str
     lane: str
     refresh_of_id: int | None
+    #: The refreshed run's lane (a refresh of a scripted run is scripted too), or None.
+    refresh_of_lane: str | None
+    repeat_of_id: int | None
     status: str
     status_label: str
     execution_count: int
@@ -227,6 +232,8 @@ def history_rows(runs: Iterable[dict[str, Any]]) -> list[HistoryRow]:
                 trigger_label=_TRIGGER_LABELS.get(run["trigger"], run["trigger"]),
                 lane=run["lane"],
                 refresh_of_id=run["refresh_of_id"],
+                refresh_of_lane=run["refresh_of__lane"],
+                repeat_of_id=run["repeat_of_id"],
                 status=run["status"],
                 status_label=_STATUS_LABELS.get(run["status"], run["status"]),
                 execution_count=count(None, 0),

@@ -72,7 +72,7 @@ def tonight_schedule(*, seed: str, now: dt.datetime, ceiling_usd: Decimal) -> To
     schedule = Schedule.objects.filter(seed=seed, night=night, rotation_day=rotation_day(iso_timestamp(now))).first()
     if schedule is not None:
         entries = list(schedule.entries.order_by("position"))
-        runs = list(schedule.runs.order_by("-created_at", "-id"))
+        runs = list(schedule.runs.select_related("refresh_of").order_by("-created_at", "-id"))
         nightly = next((run for run in runs if run.trigger == "nightly"), None)
         document = schedule.to_document(entries)
         ceiling = nightly.cost_ceiling_usd if nightly is not None else ceiling_usd

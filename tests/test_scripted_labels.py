@@ -11,6 +11,7 @@ reference's bytes (``tests/test_report_vectors.py``, ``tests/test_reporting.py``
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 
 import pytest
@@ -152,6 +153,29 @@ def test_tonights_list_of_runs_labels_the_scripted_run(scripted_run: Run, reader
 
     assert f"run {scripted_run.pk}</a>" in page
     assert "scripted (not measured)" in page
+
+
+def test_every_list_of_runs_says_what_kind_each_run_is(scripted_run: Run, reader_client) -> None:
+    """The history table, tonight's list and /api/runs/ label a scripted run, a refresh of it
+    (scripted too), a chaos run and a re-run — none of them may read as a measured night."""
+    from runs.reporting import refresh_run
+
+    refresh = refresh_run(scripted_run, generated_at="2026-12-01T05:00:00.000Z")
+    chaos, _ = create_run(schedule=scripted_run.schedule, cost_ceiling_usd=Decimal("1"), selection=LUNA, lane=RunLane.CHAOS)
+    rerun, _ = create_run(schedule=scripted_run.schedule, cost_ceiling_usd=Decimal("1"), selection=LUNA)
+    Run.objects.filter(pk=rerun.pk).update(repeat_of=scripted_run, repeat_scope="failed")
+    history = reader_client.get(reverse("pages:runs")).content.decode()
+    tonight = reader_client.get(reverse("pages:tonight")).content.decode()
+    for page in (history, tonight):
+        rows = {int(pk): text for pk, text in re.findall(r">run (\d+)</a>(.*?)(?:</tr>|</li>)", page, re.S)}
+        assert "scripted (not measured)" in rows[scripted_run.pk]
+        assert f"refresh of run {scripted_run.pk}" in rows[refresh.pk] and "scripted (not measured)" in rows[refresh.pk]
+        assert "chaos (pipeline faults, not measured)" in rows[chaos.pk]
+        assert f"re-run of run {scripted_run.pk}" in rows[rerun.pk] and "scripted" not in rows[rerun.pk]
+    listed = {run["id"]: run for run in reader_client.get("/api/runs/").json()["results"]}
+    assert [listed[run.pk]["scripted"] for run in (scripted_run, refresh, chaos, rerun)] == [True, True, False, False]
+    assert (listed[refresh.pk]["refreshOf"], listed[rerun.pk]["repeatOf"]) == (scripted_run.pk, scripted_run.pk)
+    assert reader_client.get(f"/api/runs/{refresh.pk}/").json()["scripted"] is True
 
 
 def test_a_live_report_keeps_the_reference_source_and_names(reference_catalog, replay_executors) -> None:

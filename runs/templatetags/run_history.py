@@ -21,7 +21,8 @@ from runs.queries import HistoryRow
 
 register = template.Library()
 
-_SCRIPTED = ' · <span class="tag tag-warn scripted">scripted</span>'
+_SCRIPTED = ' · <span class="tag tag-warn scripted">scripted (not measured)</span>'
+_CHAOS = ' · <span class="tag tag-warn chaos">chaos (pipeline faults, not measured)</span>'
 _STOPPED = '<span class="tag tag-warn">stopped at the cost ceiling</span>'
 _UNPRICED = '<span class="tag">some costs unknown</span>'
 _ERROR = '<span class="tag tag-bad">error</span>'
@@ -37,12 +38,19 @@ def history_rows(runs: Iterable[HistoryRow]) -> SafeString:
 
 def _row(run: HistoryRow) -> str:
     """One ``<tr>`` of the history table for ``run``."""
+    # What kind of run it is, as templates/pages/_run_kind.html says it on the other lists.
     if run.lane == "replay":
-        lane = f" · refresh of run {escape(str(run.refresh_of_id))}"
+        lane = f' · <span class="tag tag-warn refresh">refresh of run {int(run.refresh_of_id or 0)}</span>'
+        if run.refresh_of_lane == "scripted":
+            lane += _SCRIPTED
     elif run.lane == "scripted":
         lane = _SCRIPTED
+    elif run.lane == "chaos":
+        lane = _CHAOS
     else:
         lane = ""
+    if run.repeat_of_id is not None:
+        lane += f' · <span class="tag rerun">re-run of run {int(run.repeat_of_id)}</span>'
     notes = []
     if run.environment_missing_count:
         notes.append(f'<span class="tag tag-warn">{run.environment_missing_count:d} skipped: required environment missing</span>')
