@@ -230,6 +230,21 @@ def playing_candidate(candidates: Sequence[T], rotation_day: int) -> T | None:
     return candidates[rotation_day % len(candidates)] if candidates else None
 
 
+def playing_days(slots: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """Each candidate id of ``slots`` (``[{"candidates": [candidate, ...]}, ...]``) → the rotation
+    days 0..6 whose week it plays (:func:`playing_candidate`), ascending; slots and candidates
+    that are not documents are passed over (the schedule's own checks refuse them)."""
+    days: dict[str, list[int]] = {}
+    for slot in slots:
+        candidates = [c for c in slot.get("candidates", []) if isinstance(c, Mapping)] if isinstance(slot, Mapping) else []
+        for day in range(ROTATION_DAYS):
+            if (candidate := playing_candidate(candidates, day)) is not None:
+                days.setdefault(str(candidate.get("id")), []).append(day)
+        for candidate in candidates:
+            days.setdefault(str(candidate.get("id")), [])
+    return days
+
+
 def nightly_candidates(slots: Sequence[Mapping[str, Any]], rotation_day: int) -> list[dict]:
     """The week's line-up: one candidate document per slot, in slot order.
 
@@ -487,7 +502,8 @@ def select_schedule(
     Checks run in the reference's order with its messages, raising :class:`ScheduleError`:
     a candidate not in this week's line-up ("unknown Runner live eval candidate: X", followed
     by the rotation day and its line-up; a candidate in ``catalog_ids`` that rests this week is
-    told so instead: "candidate X does not play on rotation day D: ..."), a case with no entries ("unknown Runner live eval
+    told so instead: "candidate X does not play on rotation day D: ...", naming the days it plays
+    when ``catalog_ids`` maps each id to them), a case with no entries ("unknown Runner live eval
     case: X"), a limit that is not an int above 0 ("Runner live eval selection limit must be
     a positive integer"), and an empty result ("Runner live eval selection matched no scheduled
     executions"). A single string instead of a list of ids is refused too.
@@ -503,10 +519,16 @@ def select_schedule(
         if candidate_id not in line_up and candidate_id in catalog_ids:
             # evalhub decision: a catalog candidate resting this week is not "unknown" (the
             # reference's message for both); say that it exists and who plays instead.
+            days = catalog_ids.get(candidate_id) if isinstance(catalog_ids, Mapping) else None
             raise ScheduleError(
                 f"candidate {candidate_id} does not play on rotation day {schedule['rotationDay']}: "
                 f"its slot plays another of its candidates this week (the line-up: {', '.join(line_up)}); "
-                "select one of those, or preview another rotation day"
+                + (
+                    f"it plays on rotation day{'s' if len(days) > 1 else ''} {', '.join(map(str, days))}: "
+                    "select one of this week's, or preview or run one of those days"
+                    if days
+                    else "select one of those, or preview another rotation day"
+                )
             )
         if candidate_id not in line_up:
             raise ScheduleError(

@@ -7,7 +7,7 @@ reads rows, passes plain documents to those functions and stores what they retur
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -27,6 +27,7 @@ from schedules.building import (
     build_schedule,
     parse_campaign_cost_limit,
     parse_timestamp,
+    playing_days,
     select_schedule,
     validate_rotation_day,
 )
@@ -122,23 +123,31 @@ def preview_schedule(
     document = _quarantine_unsafe_candidates(document)
     if selection.is_empty:
         return document
-    catalog = {str(candidate.get("id")) for slot in slots for candidate in slot.get("candidates", []) if isinstance(candidate, dict)}
-    return apply_selection(document, selection, catalog_ids=catalog)
+    return apply_selection(document, selection, catalog_ids=playing_days(slots))
 
 
-def apply_selection(document: Mapping[str, Any], selection: Selection, *, catalog_ids: set[str] | None = None) -> dict[str, Any]:
+def apply_selection(
+    document: Mapping[str, Any], selection: Selection, *, catalog_ids: Collection[str] | Mapping[str, list[int]] | None = None
+) -> dict[str, Any]:
     """``selection`` applied to a schedule document (:func:`select_schedule`), telling a catalog
-    candidate that rests this week apart from an unknown id (one query unless ``catalog_ids``,
-    the catalog's candidate ids, are given). Raises :class:`SelectionError` (a :class:`ScheduleError`)."""
+    candidate that rests this week apart from an unknown id, with the days it plays
+    (``catalog_ids``: the catalog's candidate ids, or each one's playing days,
+    :func:`schedules.building.playing_days`; when not given and a selected candidate is not in the
+    line-up, the catalog's are read). Raises :class:`SelectionError` (a :class:`ScheduleError`)."""
+    if catalog_ids is None:
+        line_up = {str(candidate.get("id")) for candidate in document.get("candidates", []) if isinstance(candidate, Mapping)}
+        catalog_ids = {}
+        if not line_up.issuperset(selection.candidate_ids):
+            # Every candidate of the catalog, scheduled or not ("does not play", not "unknown").
+            known = Candidate.objects.filter(key__in=list(selection.candidate_ids)).values_list("key", flat=True)
+            catalog_ids = {**dict.fromkeys(known, []), **playing_days(catalog_slots())}
     try:
         return select_schedule(
             document,
             candidate_ids=selection.candidate_ids,
             case_ids=selection.case_ids,
             limit=selection.limit,
-            catalog_ids=catalog_ids
-            if catalog_ids is not None
-            else set(Candidate.objects.filter(key__in=list(selection.candidate_ids)).values_list("key", flat=True)),
+            catalog_ids=catalog_ids,
         )
     except SelectionError:
         raise

@@ -140,7 +140,7 @@ def test_bad_preview_parameters_are_field_errors(reference_catalog, reader_clien
             {"candidate": "opencode-glm"},
             "candidate opencode-glm does not play on rotation day 0: its slot plays another of its candidates this week "
             "(the line-up: codex-luna, opencode-kimi, opencode-gpt-oss, acpx-claude-sonnet, acpx-codex-sol); "
-            "select one of those, or preview another rotation day",
+            "it plays on rotation days 1, 3, 5: select one of this week's, or preview or run one of those days",
         ),
         ({"case": "no-such-case"}, "unknown Runner live eval case: no-such-case"),
         ({"seed": "x" * 201}, "schedule seed must be at most 200 characters, not 201"),

@@ -170,7 +170,10 @@ BAD_FLAGS = [
     (["--limit", "-2"], r"^--limit must be a positive whole number, not '-2'$"),
     (["--limit", "1.5"], r"^--limit must be a positive whole number, not '1.5'$"),
     (["--candidate", "unknown"], r"^unknown Runner live eval candidate: unknown \(not in rotation day 1's line-up: codex-luna, "),
-    (["--candidate", "opencode-kimi"], r"^candidate opencode-kimi does not play on rotation day 1: its slot plays another"),
+    (
+        ["--candidate", "opencode-kimi"],
+        r"^candidate opencode-kimi does not play on rotation day 1: its slot plays another .* it plays on rotation days 0, 2, 4, 6: ",
+    ),
     (["--candidate", ""], r"^--candidate needs an id, for example --candidate codex-luna$"),
     (["--candidate", " , "], r"^--candidate needs an id, for example --candidate codex-luna$"),
     (["--case", ""], r"^--case needs an id, for example --case codex-luna$"),
