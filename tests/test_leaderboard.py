@@ -124,6 +124,15 @@ def test_the_leaderboard_page_shows_each_candidate_sorted_with_the_chart(reader_
     assert "?nights=7&amp;sort=-cost_per_pass" in page
 
 
+def test_a_candidate_never_scored_reads_nothing_scored_not_nothing_passed(reader_client, nights) -> None:
+    board = {row.candidate_key: row for row in leaderboard().rows}
+    assert board["opencode-glm"].scoreable == 0 and board["opencode-glm"].skipped > 0
+    page = reader_client.get(reverse("pages:leaderboard")).content.decode()
+    row = page[page.index('data-candidate="opencode-glm"', page.index('table class="data leaderboard"')) :]
+    cost = row[row.index('class="num cost-per-pass"') : row.index("</td>", row.index('class="num cost-per-pass"'))]
+    assert "nothing scored" in cost and "nothing passed" not in cost
+
+
 @pytest.mark.parametrize("query", [{"nights": "0"}, {"nights": "abc"}, {"nights": "91"}, {"sort": "colour"}])
 def test_bad_leaderboard_parameters_are_a_400_page(reader_client, query: dict[str, str]) -> None:
     response = reader_client.get(reverse("pages:leaderboard"), query)

@@ -52,6 +52,9 @@ def test_a_skipped_execution_page_is_neither_red_nor_failed(reader_client, night
     assert '<div class="notice skipped" role="note">' in page
     assert "never attempted" in page
     assert "No attempts yet" not in page
+    # Nothing ran, so nothing took time or money: no "0 ms" as if it had been measured.
+    assert '<dt>Duration</dt><dd>— <span class="muted">(never attempted)</span></dd>' in page
+    assert '<dt>Cost</dt><dd>— <span class="muted">(never attempted)</span></dd>' in page
 
 
 def test_an_infrastructure_failure_says_so_in_its_box(reader_client, nights) -> None:
