@@ -667,7 +667,14 @@ class ComparisonView(ApiViewMixin, APIView):
         reports = {report.pk: report for report in Report.objects.filter(pk__in=ids).only("id", "document", "is_refresh", "is_scripted")}
         missing = [report_id for report_id in ids if report_id not in reports]
         if missing:
-            raise exceptions.NotFound(f"There is no report {missing[0]}.")
+            # Report ids are not run ids (a chaos run has none, so they part): say which is which.
+            report_of_run = Report.objects.filter(run_id=missing[0]).values_list("pk", flat=True).first()
+            hint = (
+                f" (this endpoint takes report ids: run {missing[0]}'s report is {report_of_run}; /compare/ takes run ids)"
+                if report_of_run is not None
+                else " (this endpoint takes report ids: /api/reports/?run=N gives a run's; /compare/ takes run ids)"
+            )
+            raise exceptions.NotFound(f"There is no report {missing[0]}{hint}.")
         current, previous = (reports[report_id] for report_id in ids)
         for report in (current, previous):
             if reason := report.not_a_measurement():

@@ -183,6 +183,19 @@ def test_a_comparison_of_two_reports(schedule, replay_executors, reader_client) 
     assert body["comparison"]["passRateDelta"] == -0.333
 
 
+def test_a_run_id_given_for_a_report_id_is_told_the_report_id(schedule, replay_executors, reader_client) -> None:
+    """Run and report ids part once a run has no report (a chaos run, a run still going)."""
+    create_run(schedule=schedule, cost_ceiling_usd=Decimal("12"), selection=LUNA_FINAL)  # a run without a report
+    first, second = measured_run(schedule), measured_run(schedule)
+    assert second.pk != second.report.pk and not Report.objects.filter(pk=second.pk).exists()
+    response = reader_client.get("/api/comparisons/", {"current": second.pk, "previous": first.report.pk})
+    assert response.status_code == 404
+    assert response.json() == {
+        "detail": f"There is no report {second.pk} (this endpoint takes report ids: run {second.pk}'s report is "
+        f"{second.report.pk}; /compare/ takes run ids)."
+    }
+
+
 def test_a_comparison_across_bundles_is_incompatible(schedule, replay_executors, reader_client) -> None:
     subset = measured_run(schedule).report
     other = measured_run(schedule, selection=Selection(candidate_ids=("codex-luna",), limit=1)).report
@@ -196,7 +209,13 @@ def test_a_comparison_across_bundles_is_incompatible(schedule, replay_executors,
         ({}, 400, {"current": ["This parameter is required."], "previous": ["This parameter is required."]}),
         ({"current": "x", "previous": "1"}, 400, {"current": ["Give a report id: 1, 2, ..."]}),
         ({"current": "1", "previous": "1", "run": "2"}, 400, {"run": ["Unknown query parameter. Accepted: current, previous."]}),
-        ({"current": "999998", "previous": "999999"}, 404, {"detail": "There is no report 999998."}),
+        (
+            {"current": "999998", "previous": "999999"},
+            404,
+            {
+                "detail": "There is no report 999998 (this endpoint takes report ids: /api/reports/?run=N gives a run's; /compare/ takes run ids)."
+            },
+        ),
     ],
 )
 def test_a_bad_comparison_request(reader_client, db, params: dict[str, str], status: int, body: dict[str, Any]) -> None:
