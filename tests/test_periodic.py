@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 from django_q.models import Schedule as QSchedule
 
 from runs.periodic import (
@@ -99,9 +100,15 @@ def test_setup_schedules_declares_one_daily_nightly() -> None:
     assert output == (
         f"evalhub-nightly: runs.tasks.run_nightly daily, next run {next_run:%Y-%m-%d %H:%M} UTC\n"
         f"evalhub-prune-history: runs.tasks.prune_history daily, next run {prune.next_run.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC\n"
-        f"evalhub-reaper: runs.tasks.reap every minute, next run {reaper.next_run.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC\n"
-        f"evalhub-deliver-notifications: runs.tasks.deliver_notifications every minute, next run {notify.next_run.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC\n"
+        "evalhub-reaper: runs.tasks.reap every minute, due now (the next worker to start runs it)\n"
+        "evalhub-deliver-notifications: runs.tasks.deliver_notifications every minute, due now (the next worker to start runs it)\n"
     )
+    # An hour later with no worker, the minute tasks are still due, not "next run" an hour ago.
+    QSchedule.objects.filter(schedule_type=QSchedule.MINUTES).update(next_run=timezone.now() - dt.timedelta(hours=1))
+    assert setup_schedules().splitlines()[2:] == [
+        "evalhub-reaper: runs.tasks.reap every minute, due now (the next worker to start runs it)",
+        "evalhub-deliver-notifications: runs.tasks.deliver_notifications every minute, due now (the next worker to start runs it)",
+    ]
 
 
 def test_setup_schedules_twice_changes_nothing() -> None:

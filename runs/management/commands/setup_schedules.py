@@ -20,6 +20,9 @@ class Command(DatabaseCommand):
             declared = declare_periodic_tasks(now=timezone.now())
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        now = timezone.now()
         for task in declared:
             every = "every minute" if task.schedule_type == task.MINUTES else "daily"
-            self.stdout.write(f"{task.name}: {task.func} {every}, next run {task.next_run:%Y-%m-%d %H:%M} UTC")
+            # A task whose time has passed with no worker running waits for the next one to start.
+            when = "due now (the next worker to start runs it)" if task.next_run <= now else f"next run {task.next_run:%Y-%m-%d %H:%M} UTC"
+            self.stdout.write(f"{task.name}: {task.func} {every}, {when}")
