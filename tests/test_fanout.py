@@ -454,6 +454,22 @@ def test_a_rerun_needs_an_ended_run_with_failures(schedule, mixed_run) -> None:
 
 
 @pytest.mark.django_db
+def test_a_rerun_of_skips_still_missing_their_credentials_says_which_to_set(schedule, monkeypatch) -> None:
+    """``rerun --skipped`` is for after the credentials were added: when they still are not
+    there, the command says which to set instead of quietly making another all-skipped run."""
+    skipped = luna_run(schedule, limit=2)
+    services.execute_run(skipped, environ={})
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    out = StringIO()
+    call_command("rerun", str(skipped.pk), "--skipped", stdout=out)
+    assert "skipped executions need provider credentials: set OPENAI_API_KEY in the environment" in out.getvalue()
+    monkeypatch.setenv("OPENAI_API_KEY", "x-set-now")
+    out = StringIO()
+    call_command("rerun", str(skipped.pk), "--skipped", stdout=out)
+    assert "need provider credentials" not in out.getvalue()
+
+
+@pytest.mark.django_db
 def test_cancel_and_rerun_from_the_command_line(schedule, mixed_run) -> None:
     out = StringIO()
     call_command("rerun", str(mixed_run.pk), "--infrastructure-only", stdout=out)

@@ -103,6 +103,20 @@ def missing_variables(candidates, environ) -> list[str]:
     return sorted(name for name in names if not environ.get(name))
 
 
+def missing_credentials_hint(run, candidates, environ) -> tuple[list[str], str]:
+    """The required variables of ``run``'s candidates (among the schedule's ``candidates``) unset
+    in ``environ``, and the line that says to set them (``""`` when none is missing)."""
+    in_run = set(run.executions.values_list("candidate_key", flat=True))
+    missing = missing_variables([c for c in candidates if c["id"] in in_run], environ)
+    if not missing:
+        return missing, ""
+    return missing, (
+        "skipped executions need provider credentials: set "
+        + ", ".join(missing)
+        + " in the environment (only names are configured; values are never stored)"
+    )
+
+
 class Command(DatabaseCommand):
     help = (
         "Build tonight's schedule, refuse it when coverage fails, save it, and with --execute run every entry "
@@ -233,15 +247,10 @@ class Command(DatabaseCommand):
             if not outcome.executed:
                 say(f"tonight's nightly was already delivered as run {outcome.run.pk}: nothing executed, nothing spent")
             if outcome.summary.by_failure_code.get("qualification_environment_missing"):
-                in_run = set(outcome.run.executions.values_list("candidate_key", flat=True))
-                missing = missing_variables([c for c in schedule.candidates if c["id"] in in_run], os.environ)
+                missing, hint = missing_credentials_hint(outcome.run, schedule.candidates, os.environ)
                 document["missingEnvironment"] = missing
-                if missing:
-                    say(
-                        "skipped executions need provider credentials: set "
-                        + ", ".join(missing)
-                        + " in the environment (only names are configured; values are never stored)"
-                    )
+                if hint:
+                    say(hint)
             say(outcome.summary.line())
             document["run"] = summary_document(outcome.summary)
             status = exit_status(outcome.summary, fail_on)

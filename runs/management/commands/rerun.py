@@ -9,6 +9,7 @@ from django.core.management.base import CommandError
 from django.db import transaction
 
 from evalhub.commands import DatabaseCommand
+from runs.management.commands.nightly import missing_credentials_hint
 from runs.models import RerunScope, Run
 from runs.services import RunActionError, dispatch_run, execute_run, rerun_run
 
@@ -47,4 +48,9 @@ class Command(DatabaseCommand):
         if queued is not None:
             self.stdout.write(f"{queued} execution(s) queued for the workers")
             return
-        self.stdout.write(execute_run(rerun, environ=os.environ).line())
+        summary = execute_run(rerun, environ=os.environ)
+        if summary.by_failure_code.get("qualification_environment_missing"):
+            _, hint = missing_credentials_hint(rerun, rerun.schedule.candidates, os.environ)
+            if hint:
+                self.stdout.write(hint)
+        self.stdout.write(summary.line())
