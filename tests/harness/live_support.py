@@ -706,3 +706,12 @@ def run_case_held_by_the_model(tmp_path: Path, candidate: str = "codex-luna") ->
         for pid in processes_under(private):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def assert_none_outlives(started: set[int], *, seconds: float = 10.0) -> None:
+    """Within ``seconds``, none of ``started`` (pids) still runs; else fail naming each survivor."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(pid) for pid in started):
+        time.sleep(0.1)
+    survivors = {pid: describe(pid) for pid in started if alive(pid)}
+    assert not survivors, f"processes outlived run-case: {survivors}"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from tests.harness.live_support import (
     assert_connects_only_to_loopback,
     assert_forbidden_call_fails,
     assert_no_key_fragment,
+    assert_none_outlives,
     assert_provider_failure,
     assert_resumed_same_session,
     assert_secrets_left_nowhere,
@@ -313,8 +313,4 @@ def test_sigkill_of_run_case_leaves_no_runtime_behind(tmp_path: Path) -> None:
     with run_case_held_by_the_model(tmp_path) as (process, started, _):
         process.kill()
         process.communicate(timeout=30)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(alive(pid) for pid in started):
-            time.sleep(0.1)
-        survivors = {pid: describe(pid) for pid in started if alive(pid)}
-        assert not survivors, f"processes outlived run-case: {survivors}"
+        assert_none_outlives(started)

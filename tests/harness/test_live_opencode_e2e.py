@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from tests.harness.live_support import (
     OPENCODE,
     PROVIDER_ERRORS,
     CliRuns,
-    alive,
     assert_budget_exceeded,
     assert_budget_reached,
     assert_candidate_failure,
@@ -37,12 +35,12 @@ from tests.harness.live_support import (
     assert_connects_only_to_loopback,
     assert_forbidden_call_fails,
     assert_no_key_fragment,
+    assert_none_outlives,
     assert_provider_failure,
     assert_resumed_same_session,
     assert_secrets_left_nowhere,
     assert_stopped_after_permission,
     case_ids,
-    describe,
     misbehaving_scripts,
     module_runs,
     random_key,
@@ -343,8 +341,4 @@ def test_sigkill_of_run_case_leaves_no_opencode_server_behind(tmp_path: Path) ->
     with run_case_held_by_the_model(tmp_path, CANDIDATE_ID) as (process, started, _):
         process.kill()
         process.communicate(timeout=30)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(alive(pid) for pid in started):
-            time.sleep(0.1)
-        survivors = {pid: describe(pid) for pid in started if alive(pid)}
-        assert not survivors, f"processes outlived run-case: {survivors}"
+        assert_none_outlives(started)
