@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, connections, models
+from django.db import connection, connections, models, transaction
+from django.db.models.constants import OnConflict
 from django.db.models.query import get_related_populators
 from django.db.models.sql.subqueries import InsertQuery, UpdateQuery
 
@@ -96,6 +97,35 @@ class Write:
             if connection.features.can_return_columns_from_insert:
                 return cursor.fetchone()[0]
             return cursor.lastrowid
+
+    def sql_many(self, rows: Sequence[Mapping[str, Any]], variant: Hashable = ()) -> tuple[str, list[list[Any]]]:
+        """The statement and each row's parameters, for an insert compiled by :func:`insert_rows_sql`
+        (``rows``: every slot of each row, by name). A None value is a parameter like any other in
+        an insert (the SQL has no ``IS NULL``), so every row fills the statement compiled without nulls."""
+        database = connections[connection.alias]
+        key = (database.alias, variant, frozenset())
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            with self._lock:
+                compiled = self._compiled.get(key) or self._compile(variant, frozenset())
+                self._compiled[key] = compiled
+        slots = self.slots
+        params = []
+        for values in rows:
+            if values.keys() != slots.keys():
+                raise TypeError(f"{self.name}: slots {sorted(slots)} expected, got {sorted(values)}")
+            params.append(compiled.fill({name: slots[name].get_db_prep_save(value, database) for name, value in values.items()}))
+        return compiled.sql, params
+
+    def insert_many(self, rows: Sequence[Mapping[str, Any]], variant: Hashable = ()) -> None:
+        """Insert ``rows`` with one ``executemany`` of an insert compiled by :func:`insert_rows_sql`,
+        in their order and in one transaction, as ``bulk_create`` inserts them (their primary keys
+        are not read back)."""
+        if not rows:
+            return
+        sql, params = self.sql_many(rows, variant)
+        with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+            cursor.executemany(sql, params)
 
     def _prepare(self, values: Mapping[str, Any], nulls: frozenset[str], database: Any) -> dict[str, Any]:
         return {name: self.slots[name].get_db_prep_save(value, database) for name, value in values.items() if name not in nulls}
@@ -215,12 +245,31 @@ def insert_sql(row: models.Model) -> tuple[str, Sequence[Any]]:
     return sql, params
 
 
+def insert_rows_sql(row: models.Model, *, ignore_conflicts: bool = False) -> tuple[str, Sequence[Any]]:
+    """The ``(sql, params)`` of ``bulk_create`` inserting ``row`` as one of its rows (its primary
+    key left to the database and not returned; with ``ignore_conflicts`` a row a unique constraint
+    refuses is left out), for :meth:`Write.insert_many`.
+
+    Every value is the row's own, a field filled in at save included: the insert is compiled as
+    a raw one (``bulk_create`` itself calls ``pre_save``, which sets an ``auto_now_add`` field to
+    the clock), so such a field must be a slot and the caller gives it the time, as ``pre_save``
+    would have."""
+    opts = row._meta
+    fields = [field for field in opts.concrete_fields if not field.generated and not isinstance(field, models.AutoField)]
+    query = InsertQuery(type(row), on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
+    query.insert_values(fields, [row], raw=True)
+    ((sql, params),) = query.get_compiler(connection=connection).as_sql()
+    return sql, params
+
+
 def _made_up(field: models.Field, tag: int) -> Any:
     """A made-up value for ``field`` (two different ones, by ``tag``), never written anywhere."""
     if isinstance(field, models.BooleanField):
         return tag == 0
     if isinstance(field, models.DecimalField):
         return Decimal(f"0.00010{tag + 1}")
+    if isinstance(field, models.FloatField):
+        return 0.25 + tag
     if isinstance(field, models.DateTimeField):
         return dt.datetime(2000, 1, 1 + tag, 1, 2, 3, tzinfo=dt.UTC)
     if isinstance(field, (models.IntegerField, models.AutoField, models.ForeignKey)):

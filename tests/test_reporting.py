@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 import evalhub
 from runs.evaluation.renderers import render_github_summary, render_json, render_junit, render_markdown, render_previous_bundle_section
@@ -71,9 +72,13 @@ def measured_run(schedule, *, selection: Selection = LUNA_FINAL, fail: tuple[int
 
 
 def test_a_finished_run_is_scored_and_reported(schedule, replay_executors) -> None:
+    before = timezone.now()
     run = measured_run(schedule)
     scorecards = list(Scorecard.objects.filter(execution__run=run).order_by("execution__position"))
     assert [(s.scoring_version, s.overall_score, s.gate_passed, s.passed) for s in scorecards] == [(SCORING_VERSION, 1, True, True)] * 3
+    # Stamped when stored, one after the other, as bulk_create's pre_save stamps them.
+    stamps = [scorecard.created_at for scorecard in scorecards]
+    assert before <= stamps[0] <= stamps[1] <= stamps[2] <= timezone.now()
     assert scorecards[0].document["schema"] == "paperclip.runner.eval-scorecard.v2"
     report = run.report
     executions = list(run.executions.order_by("position"))

@@ -14,8 +14,9 @@ from django.db import models
 from django.db.models import F
 
 from evalhub.statements import Write, update_sql
-from runs import services
+from runs import reporting, services
 from runs.models import Execution, Run
+from schedules import services as schedule_services
 
 NOW = dt.datetime(2026, 8, 19, 4, 0, 12, 345678, tzinfo=dt.UTC)
 OBSERVATION = {"classification": "completed", "metrics": {"costUsd": 0.01, "settlementMs": 12}, "note": "ü"}
@@ -187,3 +188,130 @@ def test_a_compiled_read_builds_the_instance_the_queryset_builds(reference_catal
     assert services._READ_UNSETTLED.found(run=run.pk) is True
     run.executions.update(status="finished")
     assert services._READ_UNSETTLED.found(run=run.pk) is False
+
+
+ENTRY = {
+    "schedule": 5,
+    "position": 3,
+    "execution_id": "rwe-0123456789abcdef",
+    "case_key": "final-response",
+    "case_version": 2,
+    "candidate_key": "codex-luna",
+    "slot_key": "codex-strong",
+    "repetition": 1,
+    "candidate": {"id": "codex-luna", "model": "luna", "note": "ü"},
+    "budget": {"maxAttempts": 2, "maxCostUsd": 1.5},
+}
+SCORECARD = {
+    "execution": 7,
+    "scoring_version": "v2",
+    "document": {"overall": {"score": 0.75, "gatePassed": True, "passed": False}, "note": "ü"},
+    "overall_score": 0.75,
+    "gate_passed": True,
+    "passed": False,
+    "created_at": NOW,
+}
+INSERTS = [
+    (
+        "executions",
+        services._INSERT_EXECUTIONS,
+        {
+            "run": 3,
+            "entry": 9,
+            "position": 0,
+            "execution_id": "rwe-0123456789abcdef",
+            "case_key": "final-response",
+            "candidate_key": "codex-luna",
+            "slot_key": "codex-strong",
+            "repetition": 2,
+        },
+    ),
+    ("schedule entries", schedule_services._INSERT_ENTRIES, ENTRY),
+    ("scorecards", reporting._INSERT_SCORECARDS, SCORECARD),
+    (
+        "scorecards, unscored",
+        reporting._INSERT_SCORECARDS,
+        {**SCORECARD, "document": {"overall": {"score": None}}, "overall_score": None, "gate_passed": None, "passed": None},
+    ),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("name", "write", "values"), INSERTS, ids=[case[0] for case in INSERTS])
+def test_a_compiled_insert_executes_for_each_row_what_the_orm_compiles_for_it(name: str, write: Write, values: dict) -> None:
+    other = {**values, "position": 4} if "position" in values else {**values, "execution": 8}
+    sql, params = write.sql_many([values, other])
+    for row, row_params in zip([values, other], params, strict=True):
+        orm_sql, orm_params = write.build(row, ())
+        assert sql == orm_sql
+        assert typed(row_params) == typed(orm_params)
+    assert params[0] != params[1]
+
+
+@pytest.mark.django_db
+def test_the_insert_of_a_row_is_the_one_bulk_create_compiles_for_it() -> None:
+    """Raw (no pre_save) and without RETURNING, but otherwise bulk_create's own statement for a
+    row of a model with no field filled in at save."""
+    from django.db import connection
+    from django.db.models.sql.subqueries import InsertQuery
+
+    from schedules.models import ScheduleEntry
+
+    row = ScheduleEntry(**{ScheduleEntry._meta.get_field(name).attname: value for name, value in ENTRY.items()})
+    query = InsertQuery(ScheduleEntry)
+    query.insert_values([field for field in ScheduleEntry._meta.concrete_fields if field.name != "id"], [row])
+    ((orm_sql, orm_params),) = query.get_compiler(connection=connection).as_sql()
+    sql, (params,) = schedule_services._INSERT_ENTRIES.sql_many([ENTRY])
+    assert sql == orm_sql
+    assert typed(params) == typed(orm_params)
+
+
+@pytest.mark.django_db
+def test_a_run_s_executions_are_stored_as_bulk_create_stored_them(reference_catalog: None) -> None:
+    """Every column of every new execution holds what the model's own defaults give the row the
+    ORM would have built, in the entries' order; every entry's columns what the schedule says."""
+    from runs.services import create_run
+    from schedules.services import schedule_for_night
+
+    schedule, _ = schedule_for_night(seed="runner-live-seven-week-v1", now=dt.datetime(2026, 8, 19, 4, 0, tzinfo=dt.UTC))
+    entries = list(schedule.entries.order_by("pk"))
+    assert [entry.position for entry in entries] == list(range(len(entries)))
+    document = schedule.to_document()
+    assert [entry.to_document() for entry in entries] == document["entries"]
+    run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), trigger="nightly")
+    rows = list(Execution.objects.filter(run=run).order_by("pk"))
+    assert len(rows) == len(entries)
+    for position, (row, entry) in enumerate(zip(rows, entries, strict=True)):
+        expected = Execution(
+            run=run,
+            entry=entry,
+            position=position,
+            execution_id=entry.execution_id,
+            case_key=entry.case_key,
+            candidate_key=entry.candidate_key,
+            slot_key=entry.slot_key,
+            repetition=entry.repetition,
+        )
+        for field in Execution._meta.concrete_fields:
+            if field.name != "id":
+                assert getattr(row, field.attname) == getattr(expected, field.attname), field.name
+
+
+@pytest.mark.django_db
+def test_a_scorecard_a_concurrent_scorer_stored_first_stands(reference_catalog: None) -> None:
+    from runs.models import Scorecard
+    from runs.services import create_run
+    from schedules.services import schedule_for_night
+
+    schedule, _ = schedule_for_night(seed="runner-live-seven-week-v1", now=dt.datetime(2026, 8, 19, 4, 0, tzinfo=dt.UTC))
+    run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), trigger="nightly")
+    first, second = run.executions.order_by("position")[:2]
+    reporting._INSERT_SCORECARDS.insert_many([{**SCORECARD, "execution": first.pk}])
+    reporting._INSERT_SCORECARDS.insert_many(
+        [{**SCORECARD, "execution": first.pk, "scoring_version": "later"}, {**SCORECARD, "execution": second.pk}]
+    )
+    stored = {card.execution_id: card for card in Scorecard.objects.filter(execution__run=run)}
+    assert sorted(stored) == [first.pk, second.pk]
+    assert stored[first.pk].scoring_version == "v2"
+    assert stored[first.pk].document == SCORECARD["document"]
+    assert stored[first.pk].created_at == NOW
