@@ -870,17 +870,44 @@ def _strings(value: object) -> Iterable[str]:
             stack.extend(reversed(children))
 
 
+def _has_secret(text: str) -> bool:
+    """``bool(find_secrets(text))``, without copying the remembered findings into a list."""
+    if len(text) <= _REMEMBERED_TEXT_LENGTH:
+        return bool(_remembered_findings(text))
+    return bool(_find_secrets(text))
+
+
 def contains_secret(value: object) -> bool:
     """Whether ``value`` (a ``str`` or JSON-like data, dict keys included) holds a secret shape.
 
     Non-``str`` scalars (numbers, booleans, ``None``) are ignored.
     """
-    return any(find_secrets(text) for text in _strings(value))
+    # The strings of :func:`_strings`, in any order (only whether one holds a secret matters):
+    # every row loaded from a model that refuses secrets is walked so (evalhub/validation.py).
+    stack: list[object] = [value]
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _has_secret(item):
+                return True
+        elif isinstance(item, (dict, list, tuple, set, frozenset)):
+            if id(item) in seen:  # a self-referencing structure
+                continue
+            seen.add(id(item))
+            if isinstance(item, dict):
+                stack.extend(item)
+                stack.extend(item.values())
+            else:
+                stack.extend(item)
+    return False
 
 
 def secret_kinds(value: object) -> list[str]:
     """Distinct kinds of secret found in ``value`` (walked like ``contains_secret``), in order
     of first appearance. For messages: kinds are fixed labels, never parts of the value."""
+    if not contains_secret(value):  # the common case, answered by the quicker walk
+        return []
     kinds: list[str] = []
     for text in _strings(value):
         for finding in find_secrets(text):

@@ -465,6 +465,15 @@ def test_self_referencing_data_does_not_loop() -> None:
     assert not contains_secret(data)
 
 
+def test_a_secret_in_a_set_or_in_self_referencing_data_is_found() -> None:
+    data: dict[str, object] = {"note": "fine"}
+    data["self"] = data
+    data["keys"] = ({"x", B12_AWS}, frozenset({"y"}))
+    assert contains_secret(data)
+    assert secret_kinds(data) == ["AWS access key ID"]
+    assert not contains_secret({"a": frozenset({"y"}), "b": {"z"}})
+
+
 def test_secret_kinds_are_distinct_in_order_of_appearance() -> None:
     value = {"a": B12_AWS, "b": [B12_OPENAI, "sk-" + ALNUM * 6], "c": B12_AWS}
     assert secret_kinds(value) == ["AWS access key ID", "OpenAI API key"]
