@@ -56,7 +56,7 @@ from evalhub.conf import evalhub_setting
 from evalhub.credentials import credential_values
 from evalhub.interrupts import terminate_as_interrupt
 from evalhub.logging import RedactingStream
-from evalhub.secrets import redact, redact_data
+from evalhub.secrets import redact, redact_data, redactor
 from evalhub.statements import Read, Write, insert_rows_sql, insert_sql, update_sql
 from runs.evaluation.observation_schema import remember_valid_observation, validate_observation
 from runs.evaluation.observations import finite_json, missing_environment_message, unavailable_observation
@@ -1831,8 +1831,49 @@ def rerun_run(run: Run, *, scope: str = RerunScope.FAILED, trigger: str = Trigge
 
 
 def _stored_form(observation: Any, secrets: list[str]) -> Any:
-    """The observation as it is stored: redacted, non-finite numbers as null (docs/failure-modes.md B9)."""
-    return finite_json(redact_data(observation, extra_values=secrets))
+    """The observation as it is stored: redacted, non-finite numbers as null (docs/failure-modes.md B9).
+
+    ``finite_json(redact_data(observation, extra_values=secrets))``, in one walk for a document
+    of plain JSON values (what executors return); anything else — a tuple, a key that is not
+    text, two keys redacted to the same text (``redact_data`` tells them apart), a value of a
+    subclass, a document nested deeper than ``_PLAIN_DEPTH`` — takes the two walks."""
+    try:
+        return _plain_stored_form(observation, redactor(extra_values=secrets), 0)
+    except _NotPlain:
+        return finite_json(redact_data(observation, extra_values=secrets))
+
+
+#: How deep :func:`_plain_stored_form` goes before leaving a document to the two walks.
+_PLAIN_DEPTH = 64
+
+
+class _NotPlain(Exception):
+    """A value :func:`_plain_stored_form` leaves to ``redact_data`` and ``finite_json``."""
+
+
+def _plain_stored_form(value: Any, scrub: Callable[[str], str], depth: int) -> Any:
+    kind = type(value)
+    if kind is str:
+        return scrub(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int or kind is bool or value is None:
+        return value
+    if depth >= _PLAIN_DEPTH:
+        raise _NotPlain
+    if kind is list:
+        return [_plain_stored_form(child, scrub, depth + 1) for child in value]
+    if kind is not dict:
+        raise _NotPlain
+    stored: dict[str, Any] = {}
+    for key, child in value.items():
+        if type(key) is not str:
+            raise _NotPlain
+        clean = scrub(key)
+        if clean in stored:
+            raise _NotPlain
+        stored[clean] = _plain_stored_form(child, scrub, depth + 1)
+    return stored
 
 
 def stored_observation_problems(observation: Any, *, secrets: Sequence[str] = (), case_ids: Sequence[str] | None = None) -> list[str]:

@@ -1,0 +1,87 @@
+"""The stored form of an observation (``runs.services._stored_form``): redacted and with
+non-finite numbers as null, exactly ``finite_json(redact_data(...))`` whatever the document, in
+one walk for plain JSON and in the two walks for anything else."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import pytest
+
+from evalhub.secrets import REDACTION, redact_data
+from runs import services
+from runs.evaluation.observations import finite_json
+from tests.builders import completed_observation
+
+SECRET_VALUE = "x-bench-secret-1234"
+OPENAI = "sk-" + "proj-" + "FAKEfakeFAKE_0123456789-abcdefghijklmnop"
+AWS = "AKIA" + "IOSFODNN7EXAMPLE"
+ENTRY = {"executionId": "rwe-0123456789abcdef", "caseId": "final-response", "candidateId": "codex-luna", "budget": {"maxCostUsd": 1}}
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+def typed(value: Any) -> Any:
+    """``value`` with every container's and scalar's type beside it (so a tuple is not a list,
+    ``1`` not ``True``, ``nan`` comparable)."""
+    if isinstance(value, dict):
+        return ("dict", [(typed(key), typed(child)) for key, child in value.items()])
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return (type(value).__name__, [typed(child) for child in value])
+    if isinstance(value, float) and value != value:
+        return ("float", "nan")
+    return (type(value).__name__, value)
+
+
+def nested(depth: int) -> Any:
+    value: Any = {"leaf": OPENAI}
+    for _ in range(depth):
+        value = {"down": [value]}
+    return value
+
+
+DOCUMENTS = {
+    "completed": completed_observation(ENTRY, cost_usd=0.01),
+    "secrets in values and keys": {"note": f"key {OPENAI} and {SECRET_VALUE}", AWS: [1, 2.5, {"deep": SECRET_VALUE}]},
+    "non-finite numbers": {"metrics": {"costUsd": float("nan"), "latencyMs": float("inf"), "n": -float("inf")}, "ok": 1.5},
+    "scalars": {"t": True, "f": False, "n": None, "i": 0, "big": 2**70, "s": ""},
+    "a tuple": {"steps": ("a", OPENAI, float("nan"))},
+    "a set": {"tags": {"x"}},
+    "a key that is not text": {1: "one", "two": 2.0},
+    "keys redacted alike": {f"a {OPENAI}": 1, f"a {AWS}": 2, f"a {REDACTION}": 3},
+    "an int subclass": {"level": Level.HIGH},
+    "a str subclass": {"kind": enum.StrEnum("Kind", {"A": "sk"}).A},
+    "nested 31 deep": nested(31),
+    "nested 100 deep": nested(100),
+}
+
+
+@pytest.mark.parametrize("name", list(DOCUMENTS))
+def test_the_stored_form_is_the_two_walks_result(name: str) -> None:
+    document = DOCUMENTS[name]
+    expected = finite_json(redact_data(document, extra_values=[SECRET_VALUE]))
+    assert typed(services._stored_form(document, [SECRET_VALUE])) == typed(expected)
+
+
+def test_the_stored_form_is_a_copy_that_leaves_the_document_alone() -> None:
+    document = completed_observation(ENTRY, cost_usd=float("nan"))
+    document["note"] = OPENAI
+    before = typed(document)
+    stored = services._stored_form(document, [])
+    assert typed(document) == before
+    assert stored["note"] == REDACTION and stored["metrics"].get("costUsd", "absent") in (None, "absent")
+    assert stored["metrics"] is not document["metrics"]
+
+
+def test_a_plain_document_takes_one_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the two walks were taken")
+
+    monkeypatch.setattr(services, "redact_data", refuse)
+    services._stored_form(DOCUMENTS["completed"], [SECRET_VALUE])
+    services._stored_form(DOCUMENTS["secrets in values and keys"], [SECRET_VALUE])
+    with pytest.raises(AssertionError, match="two walks"):
+        services._stored_form(DOCUMENTS["a tuple"], [SECRET_VALUE])
