@@ -9,6 +9,12 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 
+class EncodedDocument(str):
+    """A document's JSON text exactly as :class:`DocumentField` encodes the document
+    (``json.dumps`` with ``ensure_ascii=False, allow_nan=False``), given to the field by a caller
+    that encoded it already for another use: written as it is, not encoded again."""
+
+
 class DocumentField(models.TextField):
     """A JSON document stored as text, so its key order survives on every database.
 
@@ -37,6 +43,8 @@ class DocumentField(models.TextField):
     def get_prep_value(self, value: Any) -> Any:
         if value is None:
             return None
+        if type(value) is EncodedDocument:
+            return str(value)
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
     def value_to_string(self, obj: Any) -> str:

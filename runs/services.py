@@ -54,6 +54,7 @@ from django_q.exceptions import TimeoutException
 
 from evalhub.conf import evalhub_setting
 from evalhub.credentials import credential_values
+from evalhub.fields import EncodedDocument
 from evalhub.interrupts import terminate_as_interrupt
 from evalhub.logging import RedactingStream
 from evalhub.secrets import redact, redact_data, redactor
@@ -979,15 +980,16 @@ def _execute_one(
         )
         call = _call_executor(request, candidate.get("adapter", ""), secrets, guard)
         settle: dict[str, Any] | None
+        settle_text: EncodedDocument | None = None
         cost_known = True
         handed_back = False
         if call.outcome == AttemptOutcome.OBSERVATION:
-            stored, problems = _checked_stored_form(call.observation, secrets, case_ids=(execution.case_key,))
+            stored, problems, stored_text = _checked_stored_form(call.observation, secrets, case_ids=(execution.case_key,))
             if problems:
                 message = redact("the executor returned an invalid observation: " + "; ".join(problems), extra_values=secrets)
                 call = _Call(AttemptOutcome.CRASH, code="invalid_observation", message=message, retryable=False)
         if call.outcome == AttemptOutcome.OBSERVATION:
-            settle = stored
+            settle, settle_text = stored, stored_text
             cost = _finite_cost(settle["metrics"].get("costUsd"))
             # Unknown price: count the attempt's whole reservation (its budget) rather than $0 (docs/failure-modes.md B5).
             call.cost, cost_known = cost, cost is not None
@@ -1026,6 +1028,7 @@ def _execute_one(
             artifacts=artifacts,
             secrets=secrets,
             settle=settle,
+            settle_text=settle_text,
             cost_known=cost_known,
             started=started,
             owner=owner,
@@ -1412,6 +1415,7 @@ def _finish_attempt(
     artifacts: ArtifactSink,
     secrets: Sequence[str],
     settle: dict[str, Any] | None,
+    settle_text: EncodedDocument | None = None,
     started: float,
     owner: str,
     cost_known: bool = True,
@@ -1425,7 +1429,8 @@ def _finish_attempt(
     (nothing written) when the attempt or the execution is no longer this process's.
 
     ``unpriced_before``: an earlier attempt of the execution counted a reservation for an unknown
-    cost. Returns whether one has now (this attempt included)."""
+    cost. Returns whether one has now (this attempt included). ``settle_text``: ``settle``'s JSON
+    text, when known (see :func:`_settle`)."""
     duration_ms = int((timezone.now() - attempt.started_at).total_seconds() * 1000)
     trace = _trace_row(attempt.execution, attempt.number, artifacts.trace, secrets)
     counted = call.cost if call.cost is not None else (attempt.reserved_usd if not cost_known else Decimal(0))
@@ -1449,7 +1454,7 @@ def _finish_attempt(
         _SPEND.execute(not cost_known and counted > 0, run=attempt.execution.run_id, counted=counted, reserved=attempt.reserved_usd)
         if settle is not None:
             # The attempt's cost is added by the settling update itself (one write of the row).
-            _settle(attempt.execution, settle, started=started, owner=owner, cost_known=not unpriced, add_cost=counted)
+            _settle(attempt.execution, settle, started=started, owner=owner, cost_known=not unpriced, add_cost=counted, text=settle_text)
             return unpriced
         execution = Execution.objects.filter(pk=attempt.execution_id, status=ExecutionStatus.RUNNING, owner=owner)
         added = {"cost_usd": Coalesce(F("cost_usd"), Decimal(0)) + counted}
@@ -1492,6 +1497,7 @@ def _settle(
     cost_known: bool | None = None,
     add_cost: Decimal = Decimal(0),
     claim: bool = False,
+    text: EncodedDocument | None = None,
 ) -> None:
     """Store the execution's result (call inside the transaction that counted its last cost).
 
@@ -1501,7 +1507,8 @@ def _settle(
     cancelled, else :class:`_Stale` with nothing written. The execution's ``cost_usd`` is the sum of what its attempts counted (0 without
     attempts; ``add_cost``, USD, is the last attempt's, added by this update); its cost is known
     unless an attempt counted a reservation for an unknown cost (``cost_known``: the caller
-    knows; None: looked up)."""
+    knows; None: looked up). ``text``: ``observation``'s JSON text as its column holds it, when
+    the caller has it (:func:`_checked_stored_form`), written rather than encoded again."""
     failure = observation.get("failure") or {}
     if cost_known is None:
         cost_known = not Attempt.objects.filter(execution_id=execution.pk, cost_usd__isnull=True, counted_usd__gt=0).exists()
@@ -1515,7 +1522,7 @@ def _settle(
         failure_category=str(failure.get("category", ""))[:32],
         failure_retryable=failure.get("retryable") if isinstance(failure.get("retryable"), bool) else None,
         failure_message=redact(str(failure.get("message", ""))),
-        observation=observation,
+        observation=observation if text is None else text,
         settlement_ms=settlement_ms(observation),
         add_cost=add_cost,
         cost_known=cost_known,
@@ -1889,23 +1896,28 @@ def stored_observation_problems(observation: Any, *, secrets: Sequence[str] = ()
     return _checked_stored_form(observation, list(secrets), case_ids=case_ids)[1]
 
 
-def _checked_stored_form(observation: Any, secrets: list[str], *, case_ids: Sequence[str] | None = None) -> tuple[Any, list[str]]:
-    """``(stored form, problems)`` of an observation an executor returned: redacted once, checked
-    once (see :func:`stored_observation_problems`; ``case_ids``: the catalog's own cases, as
-    ``validate_observation`` takes them); the stored form is None when there are problems."""
+def _checked_stored_form(
+    observation: Any, secrets: list[str], *, case_ids: Sequence[str] | None = None
+) -> tuple[Any, list[str], EncodedDocument | None]:
+    """``(stored form, problems, its text)`` of an observation an executor returned: redacted
+    once, checked once (see :func:`stored_observation_problems`; ``case_ids``: the catalog's own
+    cases, as ``validate_observation`` takes them); the stored form is None when there are
+    problems. Its text, when not None, is the stored form's JSON text as its column holds it."""
     if not isinstance(observation, dict):
-        return None, ["observation must be a JSON object"]
+        return None, ["observation must be a JSON object"], None
     try:
         stored = _stored_form(observation, secrets)
     except Exception:  # a value redaction cannot walk: report it as validation would
-        return None, validate_observation(observation, case_ids=case_ids)
+        return None, validate_observation(observation, case_ids=case_ids), None
     scoreable = scoreable_observation(stored)
     problems = validate_observation(scoreable, case_ids=case_ids)
     if problems:
-        return None, problems
+        return None, problems, None
     # The report scores the row read back: the same document is not checked twice (by its content).
-    remember_valid_observation(scoreable)
-    return stored, problems
+    text = remember_valid_observation(scoreable)
+    # The scorer's copy only leaves keys out, keeping every other value and the order: equal, it
+    # left none out and its text is the stored form's, which the column is written with.
+    return stored, problems, EncodedDocument(text) if text is not None and scoreable == stored else None
 
 
 def _retry_wait(error: InfrastructureError) -> float | None:

@@ -109,3 +109,53 @@ def test_a_row_changed_after_it_was_stored_is_checked_when_scored(reference_cata
     with pytest.raises(ObservationError):
         score_run(run)
     assert len(full_checks) == 1
+
+
+def test_an_encoded_document_is_written_as_it_is_and_any_other_value_encoded() -> None:
+    from evalhub.fields import DocumentField, EncodedDocument
+
+    field = DocumentField()
+    assert field.get_prep_value(EncodedDocument('{"a": 1}')) == '{"a": 1}'
+    assert field.get_prep_value('{"a": 1}') == '"{\\"a\\": 1}"'  # a text is a document like any other
+    assert field.get_prep_value({"note": "ü", "n": 1.0}) == '{"note": "ü", "n": 1.0}'
+
+
+def test_the_checked_text_is_the_stored_form_s_only_when_the_scorer_left_nothing_out() -> None:
+    from runs.services import _checked_stored_form
+
+    document = _observation("rwe-0000000000000001")
+    document["note"] = "ü"
+    stored, problems, text = _checked_stored_form(document, [])
+    assert problems == [] and text == json.dumps(stored, ensure_ascii=False, allow_nan=False)
+    # A non-finite latency is stored as null, which the scorer leaves out: its text is not the row's.
+    document["metrics"]["latencyMs"] = float("nan")
+    stored, problems, text = _checked_stored_form(document, [])
+    assert problems == [] and stored["metrics"]["latencyMs"] is None and text is None
+    assert _checked_stored_form({**document, "classification": "nonsense"}, [])[::2] == (None, None)
+
+
+@pytest.mark.django_db
+def test_every_row_holds_the_text_of_its_stored_observation(reference_catalog, replay_executors) -> None:
+    """Written from the text the check encoded, or encoded by the column when the scorer's copy
+    differs (a null metric): either way the column holds the stored document's JSON text."""
+    from django.db import connection
+
+    from runs.executors.replay import REPLAY_STORE
+    from runs.services import start_nightly
+
+    outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ=ENVIRON, execute=False)
+    for index, entry in enumerate(outcome.schedule.entries.all()):
+        observation = completed_observation(entry.to_document())
+        if index % 2:
+            observation["metrics"]["latencyMs"] = float("inf")
+        REPLAY_STORE[entry.execution_id] = observation
+    outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ=ENVIRON, execute=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT observation FROM runs_execution WHERE run_id = %s ORDER BY position", [outcome.run.pk])
+        texts = [row[0] for row in cursor.fetchall()]
+    documents = [json.loads(text) for text in texts]
+    assert len(texts) == 40 and all(document["classification"] == "completed" for document in documents)
+    assert [text == json.dumps(document, ensure_ascii=False, allow_nan=False) for text, document in zip(texts, documents, strict=True)] == [
+        True
+    ] * 40
+    assert [document["metrics"].get("latencyMs", "absent") is None for document in documents] == [bool(i % 2) for i in range(40)]

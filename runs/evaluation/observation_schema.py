@@ -618,18 +618,21 @@ def _json_text(observation: Any) -> str | None:
         return None
 
 
-def remember_valid_observation(observation: dict[str, Any]) -> None:
+def remember_valid_observation(observation: dict[str, Any]) -> str | None:
     """Remember, by its JSON text, that ``validate_observation`` found no problem with
     ``observation`` (call only then: the caller has just checked it), for
-    :func:`check_decoded_observation` of the same document read back from its row."""
+    :func:`check_decoded_observation` of the same document read back from its row. Returns that
+    text (``json.dumps`` with ``ensure_ascii=False, allow_nan=False``), or None when the document
+    has none and nothing was remembered."""
     text = _json_text(observation)
     if text is None:
-        return
+        return None
     with _VALID_TEXTS_LOCK:
         _VALID_TEXTS.pop(text, None)
         _VALID_TEXTS[text] = None
         while len(_VALID_TEXTS) > _VALID_TEXTS_KEPT:
             del _VALID_TEXTS[next(iter(_VALID_TEXTS))]
+    return text
 
 
 def check_decoded_observation(observation: Any, *, case_ids: Iterable[str] | None = None) -> list[str]:
