@@ -2,9 +2,13 @@
 against django-q2's own no-op task rate on the same broker, and a night's wall time with 1 and 2
 workers. Prints a Markdown table (copied into docs/benchmarks.md).
 
-Run as ``python tests/bench_cluster.py [--night-delay 2]``: it migrates a file SQLite database
-in a temporary directory (the embedded default: SQLite + ORM broker), or uses ``DATABASE_URL`` and
-``REDIS_URL`` when both are set, and starts and stops its own clusters.
+Run as ``python tests/bench_cluster.py [--night-delay 2] [--repeats 3] [--rates-only] [--compare
+TREE]``: it migrates a file SQLite database in a temporary directory (the embedded default:
+SQLite + ORM broker), or uses ``DATABASE_URL`` and ``REDIS_URL`` when both are set, and starts
+and stops its own clusters. ``--rates-only`` leaves out the nights of slow executions;
+``--compare TREE`` (another checkout, e.g. a worktree of ``main``) measures the rates of that tree
+too, interleaved with this one's, each tree's night against its own no-op (the same settings and
+cluster command for both sides of each ratio).
 """
 
 from __future__ import annotations
@@ -74,9 +78,10 @@ elif command == "night":
 """
 
 
-def environment(base: dict[str, str], workers: int, delay: float) -> dict[str, str]:
+def environment(base: dict[str, str], workers: int, delay: float, repo: Path = REPO) -> dict[str, str]:
     return {
         **base,
+        "PYTHONPATH": str(repo),
         "EVALHUB_TEST_Q_WORKERS": str(workers),
         "EVALHUB_TEST_DELAY_S": str(delay),
         "EVALHUB_TEST_CALLS": base["EVALHUB_TEST_CALLS"],
@@ -86,11 +91,11 @@ def environment(base: dict[str, str], workers: int, delay: float) -> dict[str, s
     }
 
 
-def measure(base: dict[str, str], workers: int, delay: float, command: str, *args: str) -> dict:
-    env = {**environment(base, workers, delay), "EVALHUB_TEST_Q_NAME": f"bench-{uuid.uuid4().hex[:8]}"}
+def measure(base: dict[str, str], workers: int, delay: float, command: str, *args: str, repo: Path = REPO) -> dict:
+    env = {**environment(base, workers, delay, repo), "EVALHUB_TEST_Q_NAME": f"bench-{uuid.uuid4().hex[:8]}"}
     cluster = subprocess.Popen(
         [PYTHON, "manage.py", "worker", "--grace", "10"],
-        cwd=REPO,
+        cwd=repo,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -98,12 +103,12 @@ def measure(base: dict[str, str], workers: int, delay: float, command: str, *arg
     )
     try:
         # Warm up: the cluster is ready once it has run one no-op task.
-        subprocess.run([PYTHON, "-c", SNIPPET, "noop", "1"], cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
-        done = subprocess.run([PYTHON, "-c", SNIPPET, command, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        subprocess.run([PYTHON, "-c", SNIPPET, "noop", "1"], cwd=repo, env=env, check=True, capture_output=True, timeout=300)
+        done = subprocess.run([PYTHON, "-c", SNIPPET, command, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             raise SystemExit(f"bench_cluster: {command} with {workers} worker(s) failed:\n{done.stderr[-3000:]}")
         result = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"  {command}, {workers} worker(s), {delay:g} s executions: {result}", file=sys.stderr, flush=True)
+        print(f"  {repo.name}: {command}, {workers} worker(s), {delay:g} s executions: {result}", file=sys.stderr, flush=True)
         return result
     finally:
         cluster.send_signal(signal.SIGTERM)
@@ -120,44 +125,60 @@ def main() -> None:
     parser.add_argument("--noop-tasks", type=int, default=40)
     parser.add_argument("--night-delay", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rates-only", action="store_true", help="leave out the nights of slow executions")
+    parser.add_argument("--compare", type=Path, help="another tree whose rates are measured interleaved with this one's")
     options = parser.parse_args()
+    trees = [REPO] + ([options.compare.resolve()] if options.compare else [])
     directory = Path(tempfile.mkdtemp(prefix="evalhub-bench-"))
     base = {key: value for key, value in os.environ.items() if not key.startswith("EVALHUB_")}
-    base.update(
-        {"DJANGO_SETTINGS_MODULE": "tests.cluster_settings", "PYTHONPATH": str(REPO), "EVALHUB_TEST_CALLS": str(directory / "calls.log")}
-    )
-    if not (base.get("DATABASE_URL") and base.get("REDIS_URL")):
+    base.update({"DJANGO_SETTINGS_MODULE": "tests.cluster_settings", "EVALHUB_TEST_CALLS": str(directory / "calls.log")})
+    shared = base.get("DATABASE_URL") and base.get("REDIS_URL")
+    if not shared:
         base.pop("DATABASE_URL", None)
         base.pop("REDIS_URL", None)
-        base["EVALHUB_SQLITE_PATH"] = str(directory / "bench.sqlite3")
-    broker = "PostgreSQL + Redis" if "REDIS_URL" in base else "SQLite + ORM broker"
-    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=REPO, env=environment(base, 1, 0), check=True)
-    subprocess.run([PYTHON, "manage.py", "load_reference"], cwd=REPO, env=environment(base, 1, 0), check=True, capture_output=True)
-    rates: dict[int, dict[str, list[float]]] = {workers: {"noop": [], "evalhub": []} for workers in (1, 2)}
+    broker = "PostgreSQL + Redis" if shared else "SQLite + ORM broker"
+    bases: dict[Path, dict[str, str]] = {}
+    for number, tree in enumerate(trees):
+        # SQLite: each tree on a file of its own; PostgreSQL: the one database ``DATABASE_URL``
+        # names, migrated by each tree (trees whose migrations differ need two databases).
+        bases[tree] = {**base} if shared else {**base, "EVALHUB_SQLITE_PATH": str(directory / f"bench-{number}.sqlite3")}
+        migrate(bases[tree], tree)
+    rates = {tree: {workers: {"noop": [], "evalhub": []} for workers in (1, 2)} for tree in trees}
     # Interleaved repeats (django-q2's no-op, evalhub's night, for 1 then 2 workers, again and
-    # again): a machine shared with other jobs slows both sides of a ratio alike.
-    for _ in range(options.repeats):
+    # again; with ``--compare`` each tree in turn, their order alternating): a machine shared with
+    # other jobs slows both sides of a ratio alike.
+    for repeat in range(options.repeats):
         for workers in (1, 2):
-            noop = measure(base, workers, 0, "noop", str(options.noop_tasks))
-            night = measure(base, workers, 0, "night")
-            # The rate counts from the night's executions being queued to their last task row (the
-            # last task reports the run before it returns): building and saving the schedule and
-            # the run (``prepare``) is the nightly task's, not the executions'.
-            rates[workers]["noop"].append(noop["n"] / noop["seconds"])
-            rates[workers]["evalhub"].append(night["n"] / night["executing"])
-    slow = {workers: measure(base, workers, options.night_delay, "night")["seconds"] for workers in (1, 2)}
+            for tree in trees if repeat % 2 == 0 else trees[::-1]:
+                noop = measure(bases[tree], workers, 0, "noop", str(options.noop_tasks), repo=tree)
+                night = measure(bases[tree], workers, 0, "night", repo=tree)
+                # The rate counts from the night's executions being queued to their last task row
+                # (the last task reports the run before it returns): building and saving the
+                # schedule and the run (``prepare``) is the nightly task's, not the executions'.
+                rates[tree][workers]["noop"].append(noop["n"] / noop["seconds"])
+                rates[tree][workers]["evalhub"].append(night["n"] / night["executing"])
     print(f"broker: {broker}; {options.repeats} interleaved repeats; load average: {os.getloadavg()[0]:.1f}")
-    print("| workers | django-q2 no-op tasks/s (best / median) | evalhub no-op executions/s (best / median) | ratio (medians) |")
-    print("|---|---|---|---|")
-    for workers, rate in rates.items():
-        noop_rate, execution_rate = statistics.median(rate["noop"]), statistics.median(rate["evalhub"])
-        print(
-            f"| {workers} | {max(rate['noop']):.1f} / {noop_rate:.1f} | {max(rate['evalhub']):.1f} / {execution_rate:.1f} "
-            f"| {execution_rate / noop_rate:.2f}× |"
-        )
+    print("| tree | workers | django-q2 no-op tasks/s (best / median) | evalhub no-op executions/s (best / median) | ratio (medians) |")
+    print("|---|---|---|---|---|")
+    for tree in trees:
+        for workers, rate in rates[tree].items():
+            noop_rate, execution_rate = statistics.median(rate["noop"]), statistics.median(rate["evalhub"])
+            print(
+                f"| {tree.name} | {workers} | {max(rate['noop']):.1f} / {noop_rate:.1f} | {max(rate['evalhub']):.1f} / {execution_rate:.1f} "
+                f"| {execution_rate / noop_rate:.2f}× |"
+            )
+    if options.rates_only:
+        return
+    slow = {workers: measure(bases[REPO], workers, options.night_delay, "night")["seconds"] for workers in (1, 2)}
     print(
         f"| night of 40 × {options.night_delay:g} s executions | 1 worker: {slow[1]:.1f} s | 2 workers: {slow[2]:.1f} s | {slow[1] / slow[2]:.2f}× faster |"
     )
+
+
+def migrate(base: dict[str, str], repo: Path) -> None:
+    """Migrate ``repo``'s schema into the database ``base`` names and load the reference catalog."""
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=repo, env=environment(base, 1, 0, repo), check=True)
+    subprocess.run([PYTHON, "manage.py", "load_reference"], cwd=repo, env=environment(base, 1, 0, repo), check=True, capture_output=True)
 
 
 if __name__ == "__main__":
