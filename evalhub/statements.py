@@ -84,19 +84,11 @@ class Write:
 
     def execute(self, variant: Hashable = (), **values: Any) -> int:
         """Execute the write; the number of rows it changed."""
-        sql, params = self.sql(variant, **values)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount
+        return run_statement(self.sql(variant, **values))
 
     def insert(self, variant: Hashable = (), **values: Any) -> Any:
         """Execute an insert compiled by :func:`insert_sql`; the new row's primary key."""
-        sql, params = self.sql(variant, **values)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            if connection.features.can_return_columns_from_insert:
-                return cursor.fetchone()[0]
-            return cursor.lastrowid
+        return run_insert_statement(self.sql(variant, **values))
 
     def sql_many(self, rows: Sequence[Mapping[str, Any]], variant: Hashable = ()) -> tuple[str, list[list[Any]]]:
         """The statement and each row's parameters, for an insert compiled by :func:`insert_rows_sql`
@@ -207,6 +199,28 @@ class Read(Write):
         for name, position in compiler.annotation_col_map.items():
             setattr(instance, name, row[position])
         return instance
+
+
+def run_statement(statement: tuple[str, Sequence[Any]]) -> int:
+    """Execute a statement :meth:`Write.sql` made; the number of rows it changed.
+
+    A transaction's statements made before it opens (compiled the first time, their values
+    prepared — an observation's JSON encoded — every time) leave it holding SQLite's one write
+    lock only while they run."""
+    sql, params = statement
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def run_insert_statement(statement: tuple[str, Sequence[Any]]) -> Any:
+    """Execute an insert :meth:`Write.sql` made from :func:`insert_sql`; the new row's primary key."""
+    sql, params = statement
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if connection.features.can_return_columns_from_insert:
+            return cursor.fetchone()[0]
+        return cursor.lastrowid
 
 
 def _select_sql(queryset: models.QuerySet) -> tuple[str, Sequence[Any]]:

@@ -58,7 +58,7 @@ from evalhub.fields import EncodedDocument
 from evalhub.interrupts import terminate_as_interrupt
 from evalhub.logging import RedactingStream
 from evalhub.secrets import redact, redact_data, redactor
-from evalhub.statements import Read, Write, insert_rows_sql, insert_sql, update_sql
+from evalhub.statements import Read, Write, insert_rows_sql, insert_sql, run_insert_statement, run_statement, update_sql
 from runs.evaluation.observation_schema import remember_valid_observation, validate_observation
 from runs.evaluation.observations import finite_json, missing_environment_message, unavailable_observation
 from runs.executors import ExecutionRequest, InfrastructureError, executor_for
@@ -1380,13 +1380,16 @@ def _begin_attempt(run: Run, execution: Execution, number: int, reserve: Decimal
     this number exists already (one made since the execution was read). A claim whose
     reservation does not fit stays (None is returned: the caller settles the execution it holds).
     """
+    now = timezone.now()
+    # The statements are made before the transaction opens: it holds SQLite's write lock only while they run.
+    claiming = _CLAIM.sql(pk=execution.pk, owner=owner, until=lease_until(now), now=now) if claim else None
+    reserving = _RESERVE.sql(run=run.pk, fit=reserve - CEILING_TOLERANCE, reserve=reserve)
+    opening = _OPEN_ATTEMPT.sql(execution=execution.pk, number=number, reserved=reserve, owner=owner, started=now)
     try:
         with transaction.atomic():
-            if claim:
-                now = timezone.now()
-                if not _CLAIM.execute(pk=execution.pk, owner=owner, until=lease_until(now), now=now):
-                    raise _NotClaimed
-            if not _RESERVE.execute(run=run.pk, fit=reserve - CEILING_TOLERANCE, reserve=reserve):
+            if claiming is not None and not run_statement(claiming):
+                raise _NotClaimed
+            if not run_statement(reserving):
                 return None
             attempt = Attempt(
                 execution=execution,
@@ -1394,12 +1397,10 @@ def _begin_attempt(run: Run, execution: Execution, number: int, reserve: Decimal
                 outcome=AttemptOutcome.RUNNING,
                 reserved_usd=reserve,
                 owner=owner,
-                started_at=timezone.now(),
+                started_at=now,
                 finished_at=None,
             )
-            attempt.pk = _OPEN_ATTEMPT.insert(
-                execution=execution.pk, number=number, reserved=reserve, owner=owner, started=attempt.started_at
-            )
+            attempt.pk = run_insert_statement(opening)
             attempt._state.adding, attempt._state.db = False, connection.alias
             return attempt
     except IntegrityError:
@@ -1431,30 +1432,41 @@ def _finish_attempt(
     ``unpriced_before``: an earlier attempt of the execution counted a reservation for an unknown
     cost. Returns whether one has now (this attempt included). ``settle_text``: ``settle``'s JSON
     text, when known (see :func:`_settle`)."""
-    duration_ms = int((timezone.now() - attempt.started_at).total_seconds() * 1000)
+    now = timezone.now()
+    duration_ms = int((now - attempt.started_at).total_seconds() * 1000)
     trace = _trace_row(attempt.execution, attempt.number, artifacts.trace, secrets)
     counted = call.cost if call.cost is not None else (attempt.reserved_usd if not cost_known else Decimal(0))
-    with transaction.atomic():
-        finished = _FINISH_ATTEMPT.execute(
-            pk=attempt.pk,
-            outcome=call.outcome,
-            code=call.code,
-            retryable=call.retryable,
-            message=call.message,
-            cost=call.cost,
-            counted=counted,
-            duration_ms=max(duration_ms, 0),
-            finished_at=timezone.now(),
+    unpriced = unpriced_before or (not cost_known and counted > 0)
+    # The statements are made before the transaction opens (the observation's JSON encoded, the
+    # compiled SQL filled in): it holds SQLite's write lock only while they run.
+    finishing = _FINISH_ATTEMPT.sql(
+        pk=attempt.pk,
+        outcome=call.outcome,
+        code=call.code,
+        retryable=call.retryable,
+        message=call.message,
+        cost=call.cost,
+        counted=counted,
+        duration_ms=max(duration_ms, 0),
+        finished_at=now,
+    )
+    spending = _SPEND.sql(not cost_known and counted > 0, run=attempt.execution.run_id, counted=counted, reserved=attempt.reserved_usd)
+    # The attempt's cost is added by the settling update itself (one write of the row).
+    settling = (
+        None
+        if settle is None
+        else _settle_statement(
+            attempt.execution, settle, started=started, owner=owner, cost_known=not unpriced, add_cost=counted, text=settle_text
         )
-        if not finished:
+    )
+    with transaction.atomic():
+        if not run_statement(finishing):
             raise _Stale
         if trace is not None:
             trace.save()
-        unpriced = unpriced_before or (not cost_known and counted > 0)
-        _SPEND.execute(not cost_known and counted > 0, run=attempt.execution.run_id, counted=counted, reserved=attempt.reserved_usd)
-        if settle is not None:
-            # The attempt's cost is added by the settling update itself (one write of the row).
-            _settle(attempt.execution, settle, started=started, owner=owner, cost_known=not unpriced, add_cost=counted, text=settle_text)
+        run_statement(spending)
+        if settling is not None:
+            _settle(attempt.execution, settle, started=started, owner=owner, statement=settling)
             return unpriced
         execution = Execution.objects.filter(pk=attempt.execution_id, status=ExecutionStatus.RUNNING, owner=owner)
         added = {"cost_usd": Coalesce(F("cost_usd"), Decimal(0)) + counted}
@@ -1498,6 +1510,7 @@ def _settle(
     add_cost: Decimal = Decimal(0),
     claim: bool = False,
     text: EncodedDocument | None = None,
+    statement: tuple[str, list[Any]] | None = None,
 ) -> None:
     """Store the execution's result (call inside the transaction that counted its last cost).
 
@@ -1508,12 +1521,35 @@ def _settle(
     attempts; ``add_cost``, USD, is the last attempt's, added by this update); its cost is known
     unless an attempt counted a reservation for an unknown cost (``cost_known``: the caller
     knows; None: looked up). ``text``: ``observation``'s JSON text as its column holds it, when
-    the caller has it (:func:`_checked_stored_form`), written rather than encoded again."""
+    the caller has it (:func:`_checked_stored_form`), written rather than encoded again.
+    ``statement``: the update as :func:`_settle_statement` made it before the transaction opened,
+    run as it is (the other arguments then say nothing more)."""
+    if statement is None:
+        if cost_known is None:
+            cost_known = not Attempt.objects.filter(execution_id=execution.pk, cost_usd__isnull=True, counted_usd__gt=0).exists()
+        statement = _settle_statement(
+            execution, observation, started=started, owner=owner, cost_known=cost_known, add_cost=add_cost, claim=claim, text=text
+        )
+    if not run_statement(statement):
+        raise _Stale
+
+
+def _settle_statement(
+    execution: Execution,
+    observation: dict[str, Any],
+    *,
+    started: float,
+    owner: str | None,
+    cost_known: bool,
+    add_cost: Decimal,
+    claim: bool = False,
+    text: EncodedDocument | None = None,
+) -> tuple[str, list[Any]]:
+    """:func:`_settle`'s update, made (``(sql, params)``) but not run: the settling transaction
+    makes it before it opens. Nothing is read."""
     failure = observation.get("failure") or {}
-    if cost_known is None:
-        cost_known = not Attempt.objects.filter(execution_id=execution.pk, cost_usd__isnull=True, counted_usd__gt=0).exists()
     now = timezone.now()
-    settled = _SETTLE.execute(
+    return _SETTLE.sql(
         claim,
         pk=execution.pk,
         owner=(owner or owner_id()) if claim else owner,
@@ -1529,8 +1565,6 @@ def _settle(
         duration_ms=int((time.monotonic() - started) * 1000),
         now=now,
     )
-    if not settled:
-        raise _Stale
 
 
 # --- recovery: the reaper ---------------------------------------------------------------------------------
