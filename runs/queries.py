@@ -23,6 +23,7 @@ from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.functional import cached_property
 
 from candidates.models import Candidate
+from evalhub.api.params import MAX_ID
 from evalhub.templatetags.evalhub_format import format_usd
 from runs.evaluation.reports import DIMENSION_KEYS, percentile_95
 from runs.evaluation.stats import wilson_interval
@@ -121,7 +122,10 @@ class HistoryPaginator(Paginator):
     (``runs_total``): a page is one query, and the paginator takes its count from the page's
     rows. Only a page with no rows (past the end, or no runs yet) counts the runs on its own,
     so Django's answers stay: a page past the end is ``EmptyPage`` (``get_page`` then shows the
-    last one), an empty history one empty first page."""
+    last one), an empty history one empty first page. A page whose rows would start past the
+    largest offset a database takes (``MAX_ID``: SQLite's integers and PostgreSQL's ``bigint``
+    stop there) holds no rows in any table, so it is counted and is past the end too, without
+    asking the database for it (which SQLite answers with ``datatype mismatch``)."""
 
     def get_page(self, number: Any) -> Page:
         """Django's ``get_page`` (not a number: the first page; out of range: the last), asking
@@ -145,7 +149,7 @@ class HistoryPaginator(Paginator):
         if number < 1:
             raise EmptyPage(self.error_messages["min_page"])
         bottom = (number - 1) * self.per_page
-        rows = list(self.object_list[bottom : bottom + self.per_page])
+        rows = list(self.object_list[bottom : bottom + self.per_page]) if bottom + self.per_page <= MAX_ID else []
         if rows:
             # The cached properties, from the page's own statement.
             self.count = rows[0]["runs_total"]

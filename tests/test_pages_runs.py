@@ -276,6 +276,24 @@ def test_an_empty_history_and_a_page_past_the_end_count_the_runs_on_their_own(
     assert "No runs yet" in response.content.decode()
 
 
+@pytest.mark.parametrize("page", [str(2**63 - 1), str(10**19), str(10**20), str(2**63 // 25 + 1)])
+def test_a_page_past_any_database_offset_shows_the_last_page(
+    reader_client, thirty_runs: list[Run], django_assert_num_queries: Any, page: str
+) -> None:
+    # Its rows would start past the largest offset SQLite and PostgreSQL take: never asked for,
+    # counted instead. Session, user, the count, then the last page and its counts.
+    with django_assert_num_queries(5):
+        response = reader_client.get(HISTORY, {"page": page})
+    assert response.status_code == 200
+    assert response.context["page"].number == 2 and "page 2 of 2" in response.content.decode()
+
+
+def test_the_deepest_page_a_database_takes_is_asked_for_and_past_the_end(reader_client, thirty_runs: list[Run]) -> None:
+    response = reader_client.get(HISTORY, {"page": str(2**63 // 25)})  # its last row is the largest offset
+    assert response.status_code == 200
+    assert response.context["page"].number == 2
+
+
 def test_the_run_page_costs_the_same_queries_for_few_or_many_executions(
     reader_client, skipped_run: Run, django_assert_num_queries: Any
 ) -> None:
