@@ -16,6 +16,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from knox.models import AuthToken
 
+from evalhub.admin_forms import CheckedActionsMixin
 from evalhub.tokens import MAX_TOKEN_DAYS, create_token
 
 
@@ -32,7 +33,7 @@ if admin.site.is_registered(AuthToken):
 
 
 @admin.register(AuthToken)
-class AuthTokenAdmin(admin.ModelAdmin):
+class AuthTokenAdmin(CheckedActionsMixin, admin.ModelAdmin):
     list_display = ("user", "key_start", "created", "expiry", "expired")
     list_select_related = ("user",)
     search_fields = ("user__username",)

@@ -13,7 +13,10 @@ The rules themselves live on the models (docs/DESIGN.md principle 2). What this 
   field's "X is not one of the available choices");
 * the same mixin validates *every* model constraint against the instance, not only those whose
   fields are all on the form, so a ``list_editable`` changelist or an inline cannot skip one
-  and reach the database (docs/failure-modes.md B7).
+  and reach the database (docs/failure-modes.md B7);
+* :class:`CheckedActionsMixin`, part of both admin mixins below, answers a changelist action
+  posted with selected ids that are not rows' ids (``_selected_action=abc``) with a message
+  saying so, never a 500.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 
 from adminsortable2.admin import SortableAdminMixin
 from django import forms
+from django.contrib import messages
+from django.contrib.admin import helpers
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models, transaction
 from django.db.models import F, QuerySet
@@ -282,7 +287,51 @@ class ConstraintCheckedModelFormSet(ConstraintCheckedFormSetMixin, forms.BaseMod
     """The ``list_editable`` changelist's formset."""
 
 
-class EvalhubAdminMixin:
+class CheckedActionsMixin:
+    """A ModelAdmin whose changelist actions check the selected ids before running.
+
+    Django filters the changelist by the posted ``_selected_action`` values as they are, and a
+    value the primary key cannot hold (``abc``, a number past the column's range) raises
+    ``ValueError`` there: a 500. Here such a post runs no action and goes back to the changelist
+    with an error naming the values (redacted, at most three) and what an id is. With "select
+    all" (``select_across``) Django ignores the ids, and so does this check.
+    """
+
+    #: The most refused ids the message quotes, and the most characters of each.
+    QUOTED_IDS = 3
+    QUOTED_LENGTH = 40
+
+    def response_action(self, request: Any, queryset: QuerySet) -> Any:
+        """Django's ``response_action``, or ``None`` (the changelist shows the message) when a
+        selected id is not one the primary key holds."""
+        select_across = forms.BooleanField(required=False).to_python(request.POST.get("select_across"))
+        refused = [] if select_across else self.refused_ids(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
+        if not refused:
+            return super().response_action(request, queryset)  # type: ignore[misc]
+        quoted = ", ".join(repr(redact(value[: self.QUOTED_LENGTH])) for value in refused[: self.QUOTED_IDS])
+        more = f" and {len(refused) - self.QUOTED_IDS} more" if len(refused) > self.QUOTED_IDS else ""
+        self.message_user(  # type: ignore[attr-defined]
+            request,
+            f"Not the id of a {self.model._meta.verbose_name}: {quoted}{more}. Select rows with the "  # type: ignore[attr-defined]
+            "checkboxes of this list and run the action again. Nothing was changed.",
+            messages.ERROR,
+        )
+        return None
+
+    def refused_ids(self, selected: list[str]) -> list[str]:
+        """The values of ``selected`` the model's primary key cannot hold: those its ``to_python``
+        refuses or its validators (an integer key's range for the database in use) reject."""
+        pk = self.model._meta.pk  # type: ignore[attr-defined]
+        refused = []
+        for value in selected:
+            try:
+                pk.run_validators(pk.to_python(value))
+            except ValidationError:
+                refused.append(value)
+        return refused
+
+
+class EvalhubAdminMixin(CheckedActionsMixin):
     """Strict JSON and secret-safe forms on the add/change views *and* the list_editable changelist."""
 
     form = SecretSafeModelForm
@@ -305,8 +354,9 @@ class EvalhubAdminMixin:
         return super().get_formset(request, obj, **kwargs)  # type: ignore[misc]
 
 
-class ReadOnlyAdminMixin:
-    """History is immutable (docs/DESIGN.md principle 3): view, never add, change or delete."""
+class ReadOnlyAdminMixin(CheckedActionsMixin):
+    """History is immutable (docs/DESIGN.md principle 3): view, never add, change or delete.
+    (Its actions — cancel, re-run — check their selected ids, :class:`CheckedActionsMixin`.)"""
 
     def has_add_permission(self, request: Any, obj: Any = None) -> bool:
         return False
