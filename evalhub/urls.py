@@ -11,7 +11,6 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
-from health_check.views import HealthCheckView
 from rest_framework.routers import DefaultRouter
 
 from candidates.api import BudgetViewSet, CandidateViewSet, SlotViewSet
@@ -26,6 +25,7 @@ from runs.api import (
     ScoreView,
 )
 from runs.health import CHECKS as HEALTH_CHECKS
+from runs.health import HealthView
 from runs.signal_api import SignalView
 from runs.views import (
     alerts_view,
@@ -139,8 +139,9 @@ urlpatterns = [
     # exists only once collectstatic ran, and the URL conf must load before that.
     path("favicon.ico", FaviconRedirect.as_view(permanent=True)),
     path("admin/", admin.site.urls),
-    # Public, for load balancers and monitors: 200 when every check passes, 500 naming each failure.
-    path("health/", HealthCheckView.as_view(checks=HEALTH_CHECKS), name="health"),
+    # Public, for load balancers and monitors: 200 when every check passes, 503 when one fails
+    # (why, only for signed-in users).
+    path("health/", HealthView.as_view(checks=HEALTH_CHECKS), name="health"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -4,17 +4,21 @@ allows, no execution is running past its lease, queued executions are being take
 live runtime is installed.
 
 Each check raises ``ServiceUnavailable`` with a sentence saying what is wrong and what to do;
-none names a secret (the page is public, for load balancers and monitors).
+none names a secret. :class:`HealthView` serves them: the status is public (load balancers and
+monitors read it without signing in), the sentences — run ids, times — only for signed-in users.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from typing import Any
 
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from health_check.base import HealthCheck
+from health_check.base import HealthCheck, HealthCheckResult
 from health_check.exceptions import ServiceUnavailable
+from health_check.views import HealthCheckView
 
 from evalhub.conf import evalhub_setting
 from runs.models import Execution, ExecutionStatus, Run, Trigger
@@ -144,3 +148,40 @@ CHECKS = (
     Queue,
     Runtimes,
 )
+
+
+#: What a visitor who is not signed in reads for a failing check, in place of its sentence.
+DETAILS_HIDDEN = "failing (sign in to see why)"
+
+
+class HealthView(HealthCheckView):
+    """django-health-check's view with two changes (its 4.x view has no setting for either):
+
+    * a failing check answers **503 Service Unavailable**, not the library's 500 (which reads as
+      evalhub itself crashing, and which a monitor cannot tell from a traceback);
+    * a visitor who is not signed in reads each check's name and whether it passed, never why it
+      failed (run ids, times, paths): every format the library renders (HTML, JSON, text, feeds)
+      reads the same results, so they are replaced as the library stores them.
+    """
+
+    show_details = False
+
+    async def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        self.show_details = (await request.auser()).is_authenticated
+        response = await super().get(request, *args, **kwargs)
+        if response.status_code == 500:
+            response.status_code = 503
+        return response
+
+    @property
+    def results(self) -> list[HealthCheckResult]:
+        return self._results
+
+    @results.setter
+    def results(self, results: list[HealthCheckResult]) -> None:
+        # The library's ``get`` assigns the gathered results, then renders from this attribute.
+        if not self.show_details:
+            results = [
+                dataclasses.replace(result, error=ServiceUnavailable(DETAILS_HIDDEN)) if result.error else result for result in results
+            ]
+        self._results = results

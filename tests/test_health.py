@@ -179,7 +179,7 @@ def test_a_missing_runtime_is_reported(settings, tmp_path) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_health_page_is_200_when_all_is_well_and_500_naming_each_failure(client, settings, tmp_path) -> None:
+def test_the_health_page_is_200_when_all_is_well_and_503_naming_each_failure(client, settings, tmp_path, django_user_model) -> None:
     declare_periodic_tasks(now=timezone.now())
     response = client.get(reverse("health"), HTTP_ACCEPT="application/json")
     assert response.status_code == 200, response.content
@@ -193,11 +193,35 @@ def test_the_health_page_is_200_when_all_is_well_and_500_naming_each_failure(cli
         "Runtimes()": "OK",
     }
     settings.EVALHUB = {**settings.EVALHUB, "RUNTIME_BINARIES": {"opencode": str(tmp_path / "no-opencode")}}
+    # No sign-in needed (load balancers): the status and which check fails, never why.
     response = client.get(reverse("health"), HTTP_ACCEPT="application/json")
-    assert response.status_code == 500
+    assert response.status_code == 503
     body = response.json()
-    assert body["Runtimes()"].startswith("Unavailable: live runtime missing: opencode")
+    assert body["Runtimes()"] == "Unavailable: failing (sign in to see why)"
     assert {key for key, value in body.items() if value != "OK"} == {"Runtimes()"}
-    # No sign-in needed (load balancers), and plain text for humans.
+    for accept in ("text/plain", "text/html", "application/atom+xml"):
+        text = client.get(reverse("health"), HTTP_ACCEPT=accept).content.decode()
+        assert "sign in to see why" in text and "no-opencode" not in text and "live runtime missing" not in text, accept
+    # Signed in: why, in JSON and in plain text for humans.
+    client.force_login(django_user_model.objects.create_user("reader", password="pw-reader-123"))
+    response = client.get(reverse("health"), HTTP_ACCEPT="application/json")
+    assert response.status_code == 503
+    assert response.json()["Runtimes()"].startswith("Unavailable: live runtime missing: opencode")
     text = client.get(reverse("health"), HTTP_ACCEPT="text/plain").content.decode()
     assert "Runtimes(): Unavailable: live runtime missing" in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_nightly_shows_its_run_and_times_only_to_a_signed_in_user(client, reference_catalog, django_user_model) -> None:
+    declare_periodic_tasks(now=timezone.now())
+    started = timezone.now() - dt.timedelta(days=3)
+    nightly_run(started=started)
+    anonymous = client.get(reverse("health"), HTTP_ACCEPT="application/json")
+    assert anonymous.status_code == 503
+    assert anonymous.json()["Nightly()"] == "Unavailable: failing (sign in to see why)"
+    client.force_login(django_user_model.objects.create_user("reader", password="pw-reader-123"))
+    signed_in = client.get(reverse("health"), HTTP_ACCEPT="application/json").json()["Nightly()"]
+    assert (
+        signed_in.startswith("Unavailable: the last nightly started 72 h ago (")
+        and f"{started.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC" in signed_in
+    )
