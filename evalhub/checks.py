@@ -3,13 +3,15 @@
 Stable ids: evalhub.E001 cost ceiling, evalhub.E002 django-q2 retry/timeout, evalhub.E003 nightly
 time, evalhub.E004 schedule seed, evalhub.E005 django-q2 time zone, evalhub.E006 model provider
 profiles, evalhub.E007 a Codex profile on a wire API codex does not speak, evalhub.E008 a deployment on the
-built-in secret key, evalhub.E009 the production profile with local-only hosts or DEBUG on, evalhub.W001 a live runtime that is not installed at its pinned version.
+built-in secret key, evalhub.E009 the production profile with local-only hosts or DEBUG on, evalhub.E010 a
+deployment on a weak secret key (Django's W009 criteria), evalhub.W001 a live runtime that is not installed at its pinned version.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.core.checks import Error, Warning, register
+from django.core.checks.security.base import SECRET_KEY_INSECURE_PREFIX, SECRET_KEY_MIN_LENGTH, SECRET_KEY_MIN_UNIQUE_CHARACTERS
 
 from evalhub.conf import evalhub_setting
 from evalhub.defaults import EMBEDDED_SECRET_KEY, LOCAL_HOSTS
@@ -128,25 +130,55 @@ def check_live_runtimes(app_configs=None, **kwargs) -> list[Error | Warning]:
     return problems
 
 
+#: How to make a key the deployment checks accept (``token_urlsafe(50)``: 67 characters).
+SECRET_KEY_HINT = (
+    'Set DJANGO_SECRET_KEY to a long random value, e.g. the output of `python -c "import secrets; print(secrets.token_urlsafe(50))"`.'
+)
+
+
+def secret_key_weakness(key: str) -> str:
+    """Why Django's ``check --deploy`` would call ``key`` weak (its W009), or ``""`` if it would not:
+    e.g. ``"5 characters, 4 different"`` or ``"Django's django-insecure- prefix"``."""
+    if key.startswith(SECRET_KEY_INSECURE_PREFIX):
+        return f"Django's {SECRET_KEY_INSECURE_PREFIX} prefix"
+    if len(key) < SECRET_KEY_MIN_LENGTH or len(set(key)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS:
+        return f"{len(key)} characters, {len(set(key))} different"
+    return ""
+
+
 @register()
 def check_deployment(app_configs=None, **kwargs) -> list[Error]:
     """A server other people reach must not sign sessions with the key everyone has read.
 
     E008: the built-in secret key with DEBUG off and either the production profile or any
-    allowed host beyond this machine. E009 (production profile only): local-only allowed hosts
-    (nobody could reach it) or DEBUG on (tracebacks to the world). ``evalhub/wsgi.py`` runs these
+    allowed host beyond this machine. E010, on the same servers: any other key that Django's
+    ``check --deploy`` would call weak (its W009: shorter than 50 characters, fewer than 5
+    different ones, or Django's ``django-insecure-`` prefix), refused here rather than warned
+    about, since a guessable key lets anyone forge a session. E009 (production profile only):
+    local-only allowed hosts (nobody could reach it) or DEBUG on (tracebacks to the world). ``evalhub/wsgi.py`` runs these
     checks when gunicorn loads the app, so such a server refuses to start.
     """
     errors: list[Error] = []
     production = getattr(settings, "PRODUCTION", False)
     hosts = [str(host).strip().lower() for host in settings.ALLOWED_HOSTS]
     local_only = all(host in LOCAL_HOSTS for host in hosts)
-    if not settings.DEBUG and settings.SECRET_KEY == EMBEDDED_SECRET_KEY and (production or not local_only):
+    shared = not settings.DEBUG and (production or not local_only)
+    key = str(settings.SECRET_KEY)
+    if shared and key == EMBEDDED_SECRET_KEY:
         errors.append(
             Error(
                 "This server would sign sessions with evalhub's built-in secret key, which anyone can read in the source.",
-                hint='Set DJANGO_SECRET_KEY to a long random value, e.g. the output of `python -c "import secrets; print(secrets.token_urlsafe(50))"`.',
+                hint=SECRET_KEY_HINT,
                 id="evalhub.E008",
+            )
+        )
+    elif shared and (weakness := secret_key_weakness(key)):
+        errors.append(
+            Error(
+                f"This server's secret key is weak ({weakness}): anyone who guesses it can forge a session. A shared "
+                f"server needs at least {SECRET_KEY_MIN_LENGTH} characters, {SECRET_KEY_MIN_UNIQUE_CHARACTERS} of them different.",
+                hint=SECRET_KEY_HINT,
+                id="evalhub.E010",
             )
         )
     if production and local_only:

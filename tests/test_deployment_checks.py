@@ -1,4 +1,4 @@
-"""A server other people reach refuses the built-in secret key, and the production profile refuses
+"""A server other people reach refuses the built-in secret key and a weak one (evalhub.E010), and the production profile refuses
 local-only hosts and DEBUG (evalhub.E008, evalhub.E009); the profile itself switches on HTTPS only."""
 
 from __future__ import annotations
@@ -66,6 +66,38 @@ def test_the_production_profile_refuses_what_would_be_unsafe(settings, key, host
     assert ids(settings) == expected
 
 
+@pytest.mark.parametrize(
+    ("key", "weakness"),
+    [
+        ("short", "5 characters, 5 different"),
+        ("x" * 49 + "y", "50 characters, 2 different"),
+        ("a-random-value-0123456789abcdefXYZ", "34 characters, 27 different"),
+        ("abcd" * 20, "80 characters, 4 different"),
+        ("django-insecure-" + "0123456789abcdef" * 4, "Django's django-insecure- prefix"),
+    ],
+)
+def test_a_shared_server_on_a_weak_key_is_refused(settings, key: str, weakness: str) -> None:
+    settings.SECRET_KEY, settings.ALLOWED_HOSTS, settings.PRODUCTION, settings.DEBUG = key, ["evalhub.example.com"], True, False
+    (error,) = check_deployment()
+    assert error.id == "evalhub.E010"
+    assert error.msg == (
+        f"This server's secret key is weak ({weakness}): anyone who guesses it can forge a session. "
+        "A shared server needs at least 50 characters, 5 of them different."
+    )
+    assert "secrets.token_urlsafe(50)" in error.hint
+
+
+@pytest.mark.parametrize("key", [REAL_KEY, "abcde" * 10])
+def test_a_key_of_50_characters_5_different_is_accepted(settings, key: str) -> None:
+    settings.SECRET_KEY, settings.ALLOWED_HOSTS, settings.PRODUCTION, settings.DEBUG = key, ["evalhub.example.com"], True, False
+    assert ids(settings) == []
+
+
+def test_a_local_machine_may_use_a_short_key(settings) -> None:
+    settings.SECRET_KEY, settings.ALLOWED_HOSTS, settings.PRODUCTION, settings.DEBUG = "short", ["localhost"], False, False
+    assert ids(settings) == []
+
+
 def production_environment(**extra: str) -> dict[str, str]:
     environment = {key: value for key, value in os.environ.items() if not key.startswith(("EVALHUB_", "DJANGO_"))}
     environment.update({"EVALHUB_ENV": "production", "PYTHONPATH": str(REPO), "DJANGO_SETTINGS_MODULE": "evalhub.settings"})
@@ -98,6 +130,14 @@ def test_check_deploy_is_clean_in_the_production_profile() -> None:
         timeout=120,
     )
     assert (done.returncode, done.stdout.strip()) == (0, "System check identified no issues (0 silenced)."), done.stderr[-3000:]
+
+
+def test_manage_py_check_refuses_the_production_profile_on_a_short_key() -> None:
+    environment = production_environment(DJANGO_SECRET_KEY="short", EVALHUB_ALLOWED_HOSTS="evalhub.example.com")
+    done = subprocess.run([str(PYTHON), "manage.py", "check"], cwd=REPO, env=environment, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "evalhub.E010" in done.stderr and "secret key is weak (5 characters, 5 different)" in done.stderr
+    assert "secrets.token_urlsafe(50)" in done.stderr
 
 
 def test_an_unknown_profile_is_a_configuration_error() -> None:
