@@ -37,6 +37,11 @@ class RunLane(models.TextChoices):
     CHAOS = "chaos", "chaos (pipeline faults)"
 
 
+#: What a chaos-lane run is, where a page, the API or a command refuses to treat it as a
+#: measurement (compare, refresh, signal): it never gets a report.
+CHAOS_RUN = "a chaos run (faults injected into evalhub's own pipeline to check its invariants, not a measurement: it has no report)"
+
+
 class RunStatus(models.TextChoices):
     PENDING = "pending", "pending"
     RUNNING = "running", "running"

@@ -27,7 +27,20 @@ from evalhub.api.params import MAX_ID
 from evalhub.templatetags.evalhub_format import format_usd
 from runs.evaluation.reports import DIMENSION_KEYS, percentile_95
 from runs.evaluation.stats import wilson_interval
-from runs.models import Alert, AlertSeverity, Attempt, Classification, Execution, Report, Run, RunLane, RunStatus, TraceArtifact, Trigger
+from runs.models import (
+    CHAOS_RUN,
+    Alert,
+    AlertSeverity,
+    Attempt,
+    Classification,
+    Execution,
+    Report,
+    Run,
+    RunLane,
+    RunStatus,
+    TraceArtifact,
+    Trigger,
+)
 
 ENVIRONMENT_MISSING = "qualification_environment_missing"
 CEILING_REACHED = "campaign_cost_ceiling_reached"
@@ -435,6 +448,9 @@ def _comparability(before: Run, after: Run) -> tuple[bool, str]:
     compared): both measured (not a refresh or a scripted run) with the same bundle — or one re-runs
     the other, which repeats the same schedule's executions (its bundle differs only by naming
     them) and is compared on those."""
+    for run in (before, after):
+        if run.lane == RunLane.CHAOS:  # never reported: "no report yet" would promise one
+            return False, f"Not comparable: run {run.pk} is {CHAOS_RUN}; compare measured runs only."
     reports = {run.pk: report_of(run) for run in (before, after)}
     missing = [str(pk) for pk, report in reports.items() if report is None]
     if missing:

@@ -52,6 +52,7 @@ from runs.evaluation.reports import (
 )
 from runs.evaluation.scoring import REFERENCE_TRACE_EXPECTATIONS, SCORING_VERSION, score_observation
 from runs.models import (
+    CHAOS_RUN,
     Alert,
     CoverageCatalog,
     Execution,
@@ -424,8 +425,12 @@ def refresh_run(run: Run, *, generated_at: str) -> Run:
     classifications and failure fields; no executor is called and nothing is spent (costs are
     copied for reading, ``spent_usd`` stays 0). Then scores and reports it with
     ``is_refresh=True``: no comparison, no alerts, and it never enters any history.
-    Raises ``ValueError`` for a run that is itself a refresh or has not finished.
+    Raises ``ValueError`` for a run that is itself a refresh, a chaos run (its executions are
+    fault scenarios, not observations to score) or has not finished: the command, the API and
+    the admin all refuse through here.
     """
+    if run.lane == RunLane.CHAOS:
+        raise ValueError(f"run {run.pk} is {CHAOS_RUN}; there is nothing to re-score: run the chaos lane again (`manage.py chaos`)")
     if run.lane == RunLane.REPLAY:
         raise ValueError(f"run {run.pk} is a refresh; refresh the run it refreshes (run {run.refresh_of_id}) instead")
     if run.status not in {RunStatus.FINISHED, RunStatus.FAILED}:

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from evalhub.api.params import WholeNumberParam, reject_unknown_params
 from evalhub.api.views import ApiViewMixin
 from runs.evaluation.signal import CHANGE_VERDICTS, VERDICTS, Signal, Window
-from runs.models import Run
+from runs.models import CHAOS_RUN, Run, RunLane
 from runs.signal import BundleSignal, Cell, bundle_signal, latest_history_report, night_changes, not_a_history
 
 RUN_PARAM = WholeNumberParam(
@@ -195,8 +195,11 @@ class SignalView(ApiViewMixin, APIView):
         if report is None:
             if run_id is None:
                 raise exceptions.NotFound("Nothing was measured yet: no live report to read a history from.")
-            if not Run.objects.filter(pk=run_id).exists():
+            lane = Run.objects.filter(pk=run_id).values_list("lane", flat=True).first()
+            if lane is None:
                 raise exceptions.NotFound(f"There is no run {run_id}.")
+            if lane == RunLane.CHAOS:
+                raise exceptions.ValidationError({"detail": f"Run {run_id} is {CHAOS_RUN}, so it has no history."})
             raise exceptions.ValidationError({"detail": f"Run {run_id} has no report yet, so it has no history."})
         if reason := not_a_history(report):
             raise exceptions.ValidationError({"detail": f"Run {report.run_id} is {reason}: it has no history."})

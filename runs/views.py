@@ -16,7 +16,7 @@ from django.utils.http import content_disposition_header
 from evalhub.conf import evalhub_setting
 from evalhub.validation import MAX_INTEGER
 from runs.executors.live.trace import TraceIntegrityError, read_artifact
-from runs.models import Classification, ExecutionStatus, Report, Run, RunStatus, TraceArtifact, trace_filename
+from runs.models import CHAOS_RUN, Classification, ExecutionStatus, Report, Run, RunLane, RunStatus, TraceArtifact, trace_filename
 from runs.queries import (
     CEILING_REACHED,
     HISTORY_RUNS,
@@ -281,10 +281,15 @@ def signal_view(request: HttpRequest) -> HttpResponse:
     run_id = form.cleaned_data["run"]
     report = latest_history_report(run_id=run_id)
     if run_id is not None and report is None:
-        if not Run.objects.filter(pk=run_id).exists():
+        lane = Run.objects.filter(pk=run_id).values_list("lane", flat=True).first()
+        if lane is None:
             form.add_error("run", f"There is no run {run_id}.")
             return render(request, "pages/signal.html", context, status=404)
-        context["note"] = f"Run {run_id} has no report yet, so it has no history."
+        context["note"] = (
+            f"Run {run_id} is {CHAOS_RUN}, so it has no history."
+            if lane == RunLane.CHAOS
+            else f"Run {run_id} has no report yet, so it has no history."
+        )
         return render(request, "pages/signal.html", context)
     if report is not None:
         context["report"] = report

@@ -67,3 +67,42 @@ def test_the_command_names_scenarios_and_fails_on_unknown_ones(reference_catalog
 def test_the_lane_needs_the_catalog() -> None:
     with pytest.raises(ChaosError, match="load_reference"):
         run_chaos_lane(now=NOW)
+
+
+# --- a chaos run is never a measurement: refused where a measurement is expected ---------------
+
+
+@pytest.fixture
+def chaos_run(reference_catalog) -> Run:
+    return run_chaos_lane(keys=["restart"], now=NOW)
+
+
+@pytest.mark.django_db
+def test_a_chaos_run_cannot_be_refreshed_by_the_service_the_command_or_the_api(chaos_run: Run, staff_client) -> None:
+    from runs.reporting import refresh_run
+
+    said = rf"run {chaos_run.pk} is a chaos run \(faults injected into evalhub's own pipeline.*\); there is nothing to re-score"
+    with pytest.raises(ValueError, match=said):
+        refresh_run(chaos_run, generated_at="2026-08-19T05:00:00.000Z")
+    with pytest.raises(CommandError, match=said):
+        call_command("refresh_run", str(chaos_run.pk))
+    response = staff_client.post(f"/api/runs/{chaos_run.pk}/refresh/")
+    assert response.status_code == 409 and "is a chaos run" in response.json()["detail"]
+    assert list(Run.objects.values_list("lane", flat=True)) == ["chaos"]  # no refresh made
+
+
+@pytest.mark.django_db
+def test_the_compare_page_says_a_chaos_run_is_not_a_measurement(chaos_run: Run, reader_client) -> None:
+    html = reader_client.get("/compare/", {"a": chaos_run.pk, "b": chaos_run.pk}).content.decode()
+    assert f"Not comparable: run {chaos_run.pk} is a chaos run (faults injected" in html
+    assert "has no report yet" not in html
+    assert f'<option value="{chaos_run.pk}">run {chaos_run.pk} · 2026-08-19 · manual · chaos (not measured)</option>' in html
+
+
+@pytest.mark.django_db
+def test_the_signal_page_and_api_say_a_chaos_run_has_no_history(chaos_run: Run, reader_client) -> None:
+    html = reader_client.get("/signal/", {"run": chaos_run.pk}).content.decode()
+    assert f"Run {chaos_run.pk} is a chaos run (faults injected" in html and "has no report yet" not in html
+    response = reader_client.get("/api/signal/", {"run": chaos_run.pk})
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith(f"Run {chaos_run.pk} is a chaos run (faults injected")
