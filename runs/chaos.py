@@ -457,6 +457,8 @@ def run_chaos_lane(*, keys: Sequence[str] = (), now: dt.datetime | None = None, 
         unknown = sorted(wanted - {scenario.key for scenario in scenarios} - {scenario.fault for scenario in scenarios})
         if unknown:
             known = ", ".join(scenario.key for scenario in scenarios)
+            if any(not key.strip() for key in unknown):
+                raise ChaosError(f"a chaos scenario name is empty: use one of {known} (or their faults)")
             raise ChaosError(f"unknown chaos scenario {', '.join(unknown)}: use one of {known} (or their faults)")
         scenarios = [scenario for scenario in scenarios if scenario.key in wanted or scenario.fault in wanted]
     try:

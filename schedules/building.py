@@ -311,7 +311,9 @@ def _check_slots(slots: Sequence[Mapping[str, Any]]) -> None:
                 raise ScheduleError(f"candidate {candidate_id!r} has no budget")
 
 
-def _check_seed(seed: str) -> None:
+def validate_seed(seed: str) -> None:
+    """Raise ``ScheduleError`` saying what is wrong with ``seed``: blank, longer than
+    :data:`MAX_SEED_LENGTH`, secret-shaped, or holding a NUL or a look-alike character."""
     if not isinstance(seed, str) or not seed.strip():
         raise ScheduleError(f"schedule seed must be a non-blank string, not {seed!r}")
     _check_seed_text(seed)
@@ -384,7 +386,7 @@ def build_schedule(
     read-only data: it is serialised when saved, and :func:`select_schedule` copies it). Raises :class:`ScheduleError` for a blank or over-long seed, a bad rotation day or
     timestamp, bad slots (see :func:`nightly_candidates`), or no, duplicate or malformed cases.
     """
-    _check_seed(seed)
+    validate_seed(seed)
     day = validate_rotation_day(rotation_day)
     parse_timestamp(generated_at)
     _check_cases(cases)
@@ -420,7 +422,7 @@ def check_week_inputs(
 ) -> None:
     """Check a week's inputs as :func:`build_week` does, raising :class:`ScheduleError` as
     :func:`build_schedule` would."""
-    _check_seed(seed)
+    validate_seed(seed)
     for text in generated_at:
         parse_timestamp(text)
     _check_cases(cases)

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 
 from evalhub.conf import evalhub_setting
 from evalhub.secrets import redact
-from schedules.building import ScheduleError, parse_campaign_cost_limit
+from schedules.building import ScheduleError, parse_campaign_cost_limit, validate_seed
 from schedules.services import Selection
 
 
@@ -61,6 +61,12 @@ def seed_from_options(options: dict[str, Any]) -> str:
         raise CommandError(
             "--seed must be UTF-8 text (it holds bytes that are not): use a plain name such as runner-live-seven-week-v1"
         ) from None
+    # A bad flag (exit status 1), not a night the catalog refuses: checked before anything is built.
+    try:
+        validate_seed(seed)
+    except ScheduleError as exc:
+        name = "--seed" if options.get("seed") is not None else "EVALHUB_SCHEDULE_SEED"
+        raise CommandError(redact(str(exc)).replace("schedule seed", name, 1)) from None
     return seed
 
 

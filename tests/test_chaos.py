@@ -60,6 +60,8 @@ def test_the_command_names_scenarios_and_fails_on_unknown_ones(reference_catalog
     assert out.getvalue().strip().endswith("2 of 2 invariants held")
     with pytest.raises(CommandError, match="unknown chaos scenario meteor: use one of chaos-restart"):
         call_command("chaos", "meteor")
+    with pytest.raises(CommandError, match="^a chaos scenario name is empty: use one of chaos-restart"):
+        call_command("chaos", "")
     assert Execution.objects.filter(run__lane="chaos").count() == 2
 
 

@@ -180,6 +180,7 @@ BAD_FLAGS = [
     (["--case", "nope"], r"^unknown Runner live eval case: nope$"),
     (["--seed", "  "], r"^--seed must not be blank$"),
     (["--seed", "a\udcffb"], r"^--seed must be UTF-8 text \(it holds bytes that are not\)"),
+    (["--seed", "s" * 300], r"^--seed must be at most 200 characters, not 300$"),
 ]
 
 
@@ -210,6 +211,27 @@ def test_a_night_that_has_not_begun_is_not_executed(reference_catalog: None, mod
     assert (Run.objects.count(), Schedule.objects.count()) == (0, 0)
     run("nightly", "--generated-at", later, "--no-progress")  # building and saving it ahead is fine
     assert (Run.objects.count(), Schedule.objects.count()) == (0, 1)
+
+
+@pytest.mark.parametrize("mode", ["--execute", "--queue"])
+def test_a_night_more_than_a_year_old_is_not_executed(reference_catalog: None, mode: str) -> None:
+    with pytest.raises(
+        CommandError, match=r"^--generated-at 1900-01-01 is more than 366 days ago: a night that old is not executed"
+    ) as raised:
+        run("nightly", "--generated-at", "1900-01-01", "--no-progress", mode)
+    assert raised.value.returncode == 1
+    assert (Run.objects.count(), Schedule.objects.count()) == (0, 0)
+    run("nightly", "--generated-at", "1900-01-01", "--no-progress")  # previewing it is fine
+    assert (Run.objects.count(), Schedule.objects.count()) == (0, 1)
+
+
+def test_a_blank_fail_on_is_a_bad_flag(reference_catalog: None) -> None:
+    with pytest.raises(
+        CommandError, match=r"^--fail-on takes infrastructure, candidate, alerts, unmeasured or any \(a comma list\), not ''$"
+    ) as raised:
+        run("nightly", "--generated-at", GENERATED_AT, "--no-progress", "--execute", "--fail-on", "")
+    assert raised.value.returncode == 1
+    assert Run.objects.count() == 0
 
 
 def test_an_empty_catalog_is_a_clear_error() -> None:

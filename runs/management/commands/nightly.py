@@ -11,6 +11,7 @@ interrupted.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
@@ -46,6 +47,10 @@ EXIT_UNMEASURED = 8
 #: Tonight's nightly is being executed by another process (another delivery, another machine):
 #: nothing ran here and its counts are not final — not a failure of the run.
 EXIT_IN_PROGRESS = 9
+#: The oldest night ``--execute`` or ``--queue`` runs (README "nightly"): a run of an older one
+#: would enter the history and the leaderboard as a measurement of that night, made with
+#: today's runtimes and models. Building and saving (previewing) an older night stays allowed.
+OLDEST_EXECUTED_NIGHT = dt.timedelta(days=366)
 #: What ``--fail-on`` accepts, in the order they are checked.
 FAIL_ON = {"infrastructure": EXIT_INFRASTRUCTURE, "candidate": EXIT_CANDIDATE, "alerts": EXIT_ALERTS, "unmeasured": EXIT_UNMEASURED}
 
@@ -135,14 +140,14 @@ class Command(DatabaseCommand):
         parser.add_argument("--json", action="store_true", help="Print the outcome as one JSON document on stdout (for CI).")
         parser.add_argument(
             "--fail-on",
-            default="",
+            default=None,
             metavar="WHAT",
             help="Exit non-zero when the run has infrastructure failures (4), candidate failures (5) or alerts (6): "
             "a comma list of infrastructure, candidate, alerts, unmeasured, or any.",
         )
 
     def handle(self, *args, **options) -> None:
-        fail_on = fail_on_choices(options["fail_on"]) if options["fail_on"] else set()
+        fail_on = fail_on_choices(options["fail_on"]) if options["fail_on"] is not None else set()
         selection = selection_from_options(options)
         ceiling = cost_ceiling()
         as_json = options["json"]
@@ -158,6 +163,12 @@ class Command(DatabaseCommand):
                     raise ScheduleError(
                         f"--generated-at {options['generated_at']} is in the future: only a night that has begun can be "
                         "executed or queued; preview a later night without --execute or --queue"
+                    )
+                if (options["execute"] or options["queue"]) and night < timezone.now() - OLDEST_EXECUTED_NIGHT:
+                    raise ScheduleError(
+                        f"--generated-at {options['generated_at']} is more than {OLDEST_EXECUTED_NIGHT.days} days ago: a night "
+                        "that old is not executed or queued (its run would count as that night's measurement, made with "
+                        "today's runtimes); preview it without --execute or --queue"
                     )
         except ScheduleError as exc:
             self._bad_flags(redact(str(exc)), as_json)
