@@ -278,7 +278,7 @@ class SchedulePreviewView(ApiViewMixin, APIView):
         responses={200: ScheduleDocumentSerializer, 400: ERROR_RESPONSE},
     )
     def get(self, request: Request) -> Response:
-        reject_unknown_params(request, self.PARAMETERS)
+        reject_unknown_params(request, self.PARAMETERS, repeatable=("candidate", "case"))
         params = request.query_params
         errors: dict[str, list[str]] = {}
         rotation_day: int | None = None

@@ -64,3 +64,37 @@ def test_an_unknown_query_parameter_is_a_400_on_every_list_and_detail(reference_
     assert response.status_code == 400, response.content
     assert response.json()["zzz"][0].startswith("Unknown query parameter. Accepted: format")
     assert reader_client.get(url, {"format": "json"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [
+        ("/api/executions/?run=1&run=2", "run"),
+        ("/api/runs/?schedule=1&schedule=1", "schedule"),
+        ("/api/scorecards/?run=1&run=2&run=3", "run"),
+        ("/api/schedules/?rotation_day=1&rotation_day=2", "rotation_day"),
+        ("/api/reports/?refresh=true&refresh=false", "refresh"),
+        ("/api/budgets/?page=1&page=2", "page"),
+        ("/api/budgets/?page_size=5&page_size=10", "page_size"),
+        ("/api/executions/?cursor=&cursor=", "cursor"),
+        ("/api/slots/?format=json&format=json", "format"),
+        ("/api/signal/?run=1&run=2", "run"),
+        ("/api/schedules/preview/?seed=a&seed=b", "seed"),
+    ],
+)
+def test_a_single_valued_parameter_given_twice_is_a_400_naming_it(reader_client, url: str, name: str) -> None:
+    response = reader_client.get(url)
+    assert response.status_code == 400, response.content
+    count = url.count(f"{name}=")
+    assert response.json() == {name: [f"Given {count} times: this parameter takes one value; give it once."]}
+
+
+def test_the_preview_still_takes_repeated_candidates_and_cases(reference_catalog, reader_client) -> None:
+    response = reader_client.get(
+        "/api/schedules/preview/?rotation_day=0&generated_at=2026-08-20T00:00:00.000Z&candidate=codex-luna&candidate=opencode-kimi&case=a&case=b"
+    )
+    assert "Given 2 times" not in response.content.decode()
+    response = reader_client.get(
+        "/api/schedules/preview/?rotation_day=0&generated_at=2026-08-20T00:00:00.000Z&candidate=codex-luna&candidate=codex-luna"
+    )
+    assert response.status_code == 200, response.content

@@ -81,7 +81,11 @@ class StablePageNumberPagination(PageNumberPagination):
         size = parse_whole_number(text, minimum=1, maximum=MAX_ID)
         if size is None:
             raise exceptions.ValidationError(
-                {self.page_size_query_param: [f"Give a page size: a whole number from 1 (at most {self.max_page_size} rows are returned)."]}
+                {
+                    self.page_size_query_param: [
+                        f"Give a page size: a whole number from 1 to {MAX_ID} (at most {self.max_page_size} rows are returned)."
+                    ]
+                }
             )
         return min(size, self.max_page_size)
 

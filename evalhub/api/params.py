@@ -18,13 +18,25 @@ from rest_framework.request import Request
 MAX_ID = 2**63 - 1
 
 
-def reject_unknown_params(request: Request, accepted: tuple[str, ...]) -> None:
+def reject_unknown_params(request: Request, accepted: tuple[str, ...], *, repeatable: tuple[str, ...] = ()) -> None:
     """A 400 ``{"<name>": ["Unknown query parameter. Accepted: ..."]}`` for any parameter not in
-    ``accepted`` (``"This endpoint takes no query parameters."`` when ``accepted`` is empty)."""
+    ``accepted`` (``"This endpoint takes no query parameters."`` when ``accepted`` is empty), then
+    :func:`reject_repeated_params` for those given twice that are not ``repeatable``."""
     unknown = [name for name in request.query_params if name not in accepted]
     if unknown:
         message = f"Unknown query parameter. Accepted: {', '.join(accepted)}." if accepted else "This endpoint takes no query parameters."
         raise exceptions.ValidationError({name: [message] for name in unknown})
+    reject_repeated_params(request, repeatable=repeatable)
+
+
+def reject_repeated_params(request: Request, *, repeatable: tuple[str, ...] = ()) -> None:
+    """A 400 ``{"<name>": ["Given 2 times: ..."]}`` for a parameter that takes one value given more
+    than once (``?run=1&run=2``): read with ``get``, it would quietly mean the last one."""
+    repeated = {name: len(values) for name, values in request.query_params.lists() if len(values) > 1 and name not in repeatable}
+    if repeated:
+        raise exceptions.ValidationError(
+            {name: [f"Given {count} times: this parameter takes one value; give it once."] for name, count in repeated.items()}
+        )
 
 
 def parse_whole_number(text: str, *, minimum: int, maximum: int) -> int | None:

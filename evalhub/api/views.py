@@ -6,6 +6,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import exceptions, viewsets
 from rest_framework.settings import api_settings
 
+from evalhub.api.params import reject_repeated_params
 from evalhub.api.parsers import StrictJSONParser
 
 
@@ -22,7 +23,8 @@ class ApiViewMixin:
     def initial(self, request, *args, **kwargs) -> None:
         """A list or a detail read that does not know a query parameter is a 400 naming it and
         the accepted ones: ``?lane=live`` silently ignored would return every run as if filtered.
-        Other actions check their own parameters."""
+        So is one given twice (:func:`~evalhub.api.params.reject_repeated_params`). Other actions
+        check their own parameters."""
         super().initial(request, *args, **kwargs)
         action = getattr(self, "action", None)
         if action not in ("list", "retrieve"):
@@ -39,6 +41,8 @@ class ApiViewMixin:
         if unknown:
             listed = ", ".join(name for name in accepted if name)
             raise exceptions.ValidationError({name: [f"Unknown query parameter. Accepted: {listed}."] for name in unknown})
+        # Every filter and page parameter takes one value: ``?run=1&run=2`` would quietly mean run 2.
+        reject_repeated_params(request)
 
 
 class CatalogViewSet(ApiViewMixin, viewsets.ModelViewSet):
