@@ -36,7 +36,7 @@ from runs.evaluation.signal import (
     assess,
     change_verdict,
 )
-from runs.models import Alert, AlertSeverity, Execution, ExecutionStatus, Report, Run, Trigger
+from runs.models import Alert, AlertSeverity, Execution, ExecutionStatus, Report, Run
 from runs.queries import RunComparison, report_of
 
 SIGNIFICANT_REGRESSION = "significant_regression"
@@ -246,15 +246,15 @@ def _current_version(by_version: dict[int, dict[int, Cell]], nights: list[Night]
 
 def latest_history_report(*, run_id: int | None = None) -> Report | None:
     """The report a signal page or endpoint reads: ``run_id``'s, or the newest measured report
-    that is not a re-run's — a nightly's before any manual run's (a selection of two executions
-    queued and cancelled at noon is not what "the newest night" means) — (one query, run and
-    schedule loaded); None when there is none."""
+    that is not a re-run's — a whole night's before any selection's (a selection of two
+    executions, its own bundle, queued and cancelled at noon is not what "the newest night"
+    means) — (one query, run and schedule loaded); None when there is none."""
     reports = Report.objects.select_related("run__schedule")
     if run_id is not None:
         return reports.filter(run_id=run_id).first()
     measured = reports.filter(is_refresh=False, is_scripted=False, run__repeat_of__isnull=True)
-    nightly_first = Case(When(run__trigger=Trigger.NIGHTLY, then=Value(0)), default=Value(1))
-    return measured.order_by(nightly_first, "-created_at", "-id").first()
+    whole_nights_first = Case(When(run__selection__isnull=True, then=Value(0)), default=Value(1))
+    return measured.order_by(whole_nights_first, "-created_at", "-id").first()
 
 
 # --- a change between two runs ---------------------------------------------------------------------

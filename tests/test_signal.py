@@ -253,7 +253,7 @@ def test_the_api_gives_the_same_data_in_a_fixed_number_of_queries(week: SignalNi
         reader_client.get(reverse("pages:signal"))
 
 
-def test_the_default_signal_is_the_newest_nightly_not_a_newer_manual_selection(week: SignalNights, reader_client) -> None:
+def test_the_default_signal_is_the_newest_whole_night_not_a_newer_selection(week: SignalNights, reader_client) -> None:
     """A small manual selection run after the night (measured, but two executions of its own
     bundle) is not what the Signal page means by the newest night."""
     schedule = week.runs[-1].schedule
