@@ -19,6 +19,7 @@ from django.db.models import F
 from candidates.models import Candidate
 from candidates.services import catalog_slots
 from evalhub.conf import evalhub_setting
+from evalhub.credentials import reserved_name_reason
 from evalhub.secrets import REDACTION, redact_data, secret_kinds
 from evalhub.statements import Write, insert_rows_sql
 from evalhub.validation import REORDER_OFFSET, env_name_errors
@@ -163,6 +164,13 @@ def unsafe_candidate_problem(candidate: Mapping[str, Any]) -> str | None:
     :data:`evalhub.secrets.REDACTION` when its schedule was built). The message names no value
     (docs/failure-modes.md B8, B12)."""
     names = candidate.get("qualification", {}).get("requiredEnvironment") if isinstance(candidate.get("qualification"), Mapping) else None
+    reserved = sorted({name for name in names if isinstance(name, str) and reserved_name_reason(name)}) if isinstance(names, list) else []
+    if reserved:
+        return (
+            f"the candidate's required environment names {', '.join(reserved)}, which evalhub never hands to a runtime "
+            "under test (its own settings, loader and interpreter variables, or what the harness sets itself); "
+            "remove them from the catalog, then run it again"
+        )
     if env_name_errors(names, label="required environment"):
         return (
             "the candidate's required environment is not a list of environment variable names; "

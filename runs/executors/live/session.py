@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalhub.credentials import reserved_name_reason
 from evalhub.secrets import redact, redact_data
 from runs.executors.base import InfrastructureError
 from runs.executors.live.contracts import Driver, EventLog, ProviderConfig
@@ -82,9 +83,14 @@ INSTRUCTIONS = (
 
 def runtime_environment(host: Mapping[str, str], required: Mapping[str, str], allowlist: Sequence[str], *, home: Path) -> dict[str, str]:
     """The runtime's whole environment: allow-listed host variables, the candidate's required
-    variables, and a private ``HOME``/``TMPDIR`` under the execution's directory."""
+    variables, and a private ``HOME``/``TMPDIR`` under the execution's directory.
+
+    A required variable evalhub reserves (:func:`evalhub.credentials.reserved_name_reason`:
+    ``DJANGO_SECRET_KEY``, ``DATABASE_URL``, ``LD_PRELOAD``, ``PATH``, ...) is never copied, even
+    when a row saved around validation (``loaddata``, ``objects.update``) names it: the model
+    refuses such names, and this is the second line."""
     environment = {name: host[name] for name in allowlist if name in host}
-    environment.update({name: value for name, value in required.items() if value})
+    environment.update({name: value for name, value in required.items() if value and reserved_name_reason(name) is None})
     environment["HOME"] = str(home)
     environment["TMPDIR"] = str(home)
     return environment
