@@ -25,7 +25,7 @@ from evalhub.commands import DatabaseCommand
 from evalhub.jsnum import json_number
 from evalhub.secrets import redact
 from runs.models import RunStatus
-from runs.services import RunSummary, start_nightly
+from runs.services import RunActionError, RunSummary, start_nightly
 from schedules.building import ScheduleError, parse_timestamp, validate_rotation_day
 from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
 from schedules.services import CoverageError, SelectionError, apply_selection
@@ -196,6 +196,8 @@ class Command(DatabaseCommand):
             )
         except SelectionError as exc:
             self._bad_flags(redact(str(exc)), as_json)
+        except RunActionError as exc:  # the same selection is already being executed
+            self._refuse(str(exc), as_json)
         except ScheduleError as exc:
             self._refuse(redact(str(exc)), as_json)
         except RedisError as exc:  # --queue with Redis down: the run is saved, its executions pending
