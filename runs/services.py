@@ -1703,6 +1703,24 @@ def reap(*, now: dt.datetime | None = None, environ: Mapping[str, str] | None = 
     return summary
 
 
+def recover_before_executing(*, environ: Mapping[str, str] | None = None) -> ReapSummary:
+    """What a command that executes runs in its own process (``nightly --execute``, ``demo_live``,
+    ``rerun``) does first, as a worker does when it starts (``runs.worker``): take back the
+    executions whose lease expired — a ``kill -9`` of an earlier such command leaves its run
+    ``running`` — without queueing them (this process, or the take-over of an abandoned run,
+    executes them; a worker's reaper queues a worker's again after ``REDISPATCH_SECONDS``), and
+    remove the execution folders that killed processes left behind
+    (:func:`runs.executors.live.session.remove_abandoned_workdirs`)."""
+    from runs.executors.live.session import remove_abandoned_workdirs
+
+    summary = reap(environ=environ, dispatch=False)
+    for folder in remove_abandoned_workdirs():
+        logger.warning("removed %s, left behind by a process that no longer runs", folder)
+    if summary.taken_back or summary.finalised:
+        logger.warning("%s", summary.line())
+    return summary
+
+
 #: When this process last looked for expired leases after a task (``time.monotonic()``).
 _last_reap_check: float | None = None
 

@@ -25,7 +25,7 @@ from evalhub.commands import DatabaseCommand
 from evalhub.jsnum import json_number
 from evalhub.secrets import redact
 from runs.models import RunStatus
-from runs.services import RunActionError, RunSummary, start_nightly
+from runs.services import RunActionError, RunSummary, recover_before_executing, start_nightly
 from schedules.building import ScheduleError, parse_timestamp, validate_rotation_day
 from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
 from schedules.services import CoverageError, SelectionError, apply_selection
@@ -176,6 +176,8 @@ class Command(DatabaseCommand):
             bar.update(1)
 
         try:
+            if options["execute"] and not options["queue"]:
+                recover_before_executing(environ=os.environ)  # what a killed `nightly --execute` left
             outcome = start_nightly(
                 seed=seed_from_options(options),
                 cost_ceiling_usd=ceiling,
