@@ -64,3 +64,57 @@ def credential_values(environ: Mapping[str, str], *, names: Iterable[str] = ()) 
             values.add(password)
             values.add(unquote(password))
     return sorted(values)
+
+
+#: Variables a candidate may not require, by exact name, with why (see :func:`reserved_name_reason`).
+_RESERVED_NAMES: dict[str, str] = {
+    "DATABASE_URL": "evalhub's own settings read it (evalhub/settings.py)",
+    "REDIS_URL": "evalhub's own settings read it (evalhub/settings.py)",
+    "NODE_OPTIONS": "it changes how the runtime's interpreter starts (code injection)",
+    "NODE_PATH": "it changes how the runtime's interpreter starts (code injection)",
+    "BASH_ENV": "it changes how the runtime's shells start (code injection)",
+    "ENV": "it changes how the runtime's shells start (code injection)",
+    "PATH": "the harness sets it itself",
+    "HOME": "the harness sets it itself",
+    "TMPDIR": "the harness sets it itself",
+    "TMP": "the harness sets it itself",
+    "TEMP": "the harness sets it itself",
+    "PWD": "the harness sets it itself",
+    "SHELL": "the harness sets it itself",
+    "USER": "the harness sets it itself",
+    "LOGNAME": "the harness sets it itself",
+    "LANG": "the harness sets it itself",
+    "TZ": "the harness sets it itself",
+    "SSL_CERT_FILE": "the harness sets it itself",
+    "SSL_CERT_DIR": "the harness sets it itself",
+}
+#: Variables a candidate may not require, by prefix, with why.
+_RESERVED_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("DJANGO_", "evalhub's own settings read DJANGO_* variables (evalhub/settings.py)"),
+    ("EVALHUB_", "evalhub's own settings read EVALHUB_* variables (evalhub/settings.py)"),
+    ("LD_", "LD_* variables change how the dynamic loader starts every program (code injection)"),
+    ("DYLD_", "DYLD_* variables change how the dynamic loader starts every program (code injection)"),
+    ("PYTHON", "PYTHON* variables change how the Python interpreter starts (code injection)"),
+    ("XDG_", "the harness sets the XDG_* folders itself"),
+    ("LC_", "the harness sets the LC_* locale variables itself"),
+)
+
+
+def reserved_name_reason(name: str) -> str | None:
+    """Why a candidate may not require the variable ``name``, or ``None`` when it may.
+
+    A runtime under test is third-party code: the values of a candidate's required variables are
+    copied into its environment (``runs.executors.live.session.runtime_environment``). So evalhub's
+    own settings (``DJANGO_*``, ``EVALHUB_*``, ``DATABASE_URL``, ``REDIS_URL``: the secret key, the
+    database password), variables that make the dynamic loader or an interpreter run other code
+    (``LD_*``, ``DYLD_*``, ``PYTHON*``, ``NODE_OPTIONS``) and the process basics the harness sets
+    itself (``PATH``, ``HOME``, ``TMPDIR``, ``XDG_*``, the allow-listed locale and certificates) are
+    never a candidate's. Compared as written: names are upper-case (``ENV_NAME_PATTERN``).
+    """
+    text = str(name)
+    if text in _RESERVED_NAMES:
+        return _RESERVED_NAMES[text]
+    for prefix, reason in _RESERVED_PREFIXES:
+        if text.startswith(prefix):
+            return reason
+    return None

@@ -14,6 +14,7 @@ from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from evalhub.credentials import reserved_name_reason
 from evalhub.jsonio import MAX_DEPTH, json_depth
 from evalhub.scan_views import identity_text_problem
 from evalhub.secrets import contains_secret, env_example, redact, redact_data, secret_kinds
@@ -195,7 +196,10 @@ def env_name_errors(value: Any, *, label: str) -> list[str]:
     """Problems with a list of environment variable names, as sentences (empty when valid).
 
     A valid value is a JSON list of unique strings each matching ``^[A-Z_][A-Z0-9_]*$``
-    (docs/failure-modes.md B8: a bare string, ``null``, a dict or a number are all rejected).
+    (docs/failure-modes.md B8: a bare string, ``null``, a dict or a number are all rejected), none
+    of them a variable a runtime under test must never be handed
+    (:func:`evalhub.credentials.reserved_name_reason`: evalhub's own settings, loader and
+    interpreter variables, the process basics the harness sets itself).
     """
     if not isinstance(value, list):
         return [f'{label} must be a list of environment variable names such as ["OPENAI_API_KEY"].']
@@ -211,6 +215,11 @@ def env_name_errors(value: Any, *, label: str) -> list[str]:
             )
         elif item in seen:
             problems.append(f"{label} lists {item} twice.")
+        elif reason := reserved_name_reason(item):
+            problems.append(
+                f"{label} item {index} ({item}) cannot be a candidate's: {reason}, and the runtime under test "
+                "is handed every required variable; remove it and list only the candidate's own keys (for example OPENAI_API_KEY)."
+            )
         else:
             seen.add(item)
     return problems

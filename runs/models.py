@@ -139,6 +139,13 @@ class Run(models.Model):
                 name="run_one_nightly_per_schedule",
                 violation_error_message="This night already has its nightly run.",
             ),
+            # A double-click or a second POST must not queue the same executions twice.
+            models.UniqueConstraint(
+                fields=["repeat_of"],
+                condition=Q(repeat_of__isnull=False, status__in=["pending", "running"]),
+                name="run_one_unfinished_rerun_per_run",
+                violation_error_message="An earlier re-run of this run is still pending or running.",
+            ),
             models.CheckConstraint(
                 condition=Q(cost_ceiling_usd__gt=0),
                 name="run_cost_ceiling_positive",

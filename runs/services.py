@@ -1703,6 +1703,24 @@ def reap(*, now: dt.datetime | None = None, environ: Mapping[str, str] | None = 
     return summary
 
 
+def recover_before_executing(*, environ: Mapping[str, str] | None = None) -> ReapSummary:
+    """What a command that executes runs in its own process (``nightly --execute``, ``demo_live``,
+    ``rerun``) does first, as a worker does when it starts (``runs.worker``): take back the
+    executions whose lease expired — a ``kill -9`` of an earlier such command leaves its run
+    ``running`` — without queueing them (this process, or the take-over of an abandoned run,
+    executes them; a worker's reaper queues a worker's again after ``REDISPATCH_SECONDS``), and
+    remove the execution folders that killed processes left behind
+    (:func:`runs.executors.live.session.remove_abandoned_workdirs`)."""
+    from runs.executors.live.session import remove_abandoned_workdirs
+
+    summary = reap(environ=environ, dispatch=False)
+    for folder in remove_abandoned_workdirs():
+        logger.warning("removed %s, left behind by a process that no longer runs", folder)
+    if summary.taken_back or summary.finalised:
+        logger.warning("%s", summary.line())
+    return summary
+
+
 #: When this process last looked for expired leases after a task (``time.monotonic()``).
 _last_reap_check: float | None = None
 
@@ -1814,8 +1832,9 @@ def rerun_run(run: Run, *, scope: str = RerunScope.FAILED, trigger: str = Trigge
     ``skipped``: missing credentials, the ceiling, a cancel, once the cause is fixed) — with the same schedule, lane, ceiling
     and execution ids, pointing at ``run`` (``repeat_of``). The original keeps its history.
 
-    Raises :class:`RunActionError` when ``run`` has not ended, the scope is unknown, or nothing in
-    it failed in that scope.
+    Raises :class:`RunActionError` when ``run`` has not ended, the scope is unknown, an earlier
+    re-run of it is still pending or running (the ``run_one_unfinished_rerun_per_run`` constraint
+    decides between two at once), or nothing in it failed in that scope.
     """
     if scope not in RERUN_CLASSIFICATIONS:
         raise RunActionError(f"unknown re-run scope {scope!r}: use one of {', '.join(RERUN_CLASSIFICATIONS)}")
@@ -1828,6 +1847,9 @@ def rerun_run(run: Run, *, scope: str = RerunScope.FAILED, trigger: str = Trigge
         raise RunActionError(
             f"run {run.pk} is a scripted-lane run: its scripted model is gone with the process that ran it; run `manage.py demo_live` again"
         )
+    earlier = _unfinished_rerun_problem(run)
+    if earlier:
+        raise RunActionError(earlier)
     failed = Q(classification__in=RERUN_CLASSIFICATIONS[scope])
     if scope == RerunScope.FAILED:
         failed |= Q(classification="completed", scorecard__passed=False)
@@ -1841,6 +1863,31 @@ def rerun_run(run: Run, *, scope: str = RerunScope.FAILED, trigger: str = Trigge
         )
         raise RunActionError(f"run {run.pk} has no {RerunScope(scope).label} to re-run{hint}")
     selection = {**(run.selection or {"candidateIds": [], "caseIds": [], "limit": None}), "executionIds": chosen}
+    try:
+        rerun = _create_rerun(run, scope=scope, trigger=trigger, selection=selection, chosen=chosen)
+    except IntegrityError:
+        # Two re-runs at once (a double-click): the one-unfinished-re-run constraint let one in.
+        problem = _unfinished_rerun_problem(run)
+        if problem is None:
+            raise
+        raise RunActionError(problem) from None
+    return rerun
+
+
+def _unfinished_rerun_problem(run: Run) -> str | None:
+    """Why ``run`` cannot be re-run now — an earlier re-run of it is still pending or running
+    (the ``run_one_unfinished_rerun_per_run`` constraint) — or ``None``."""
+    earlier = run.reruns.filter(status__in=UNFINISHED).order_by("pk").values_list("pk", "status").first()
+    if earlier is None:
+        return None
+    return (
+        f"run {run.pk} is already being re-run by run {earlier[0]}, which is still {earlier[1]}: wait for it to end "
+        f"(or cancel it: `manage.py cancel_run {earlier[0]}`) before re-running run {run.pk} again"
+    )
+
+
+def _create_rerun(run: Run, *, scope: str, trigger: str, selection: dict[str, Any], chosen: list[str]) -> Run:
+    """The re-run row and its pending executions, in one transaction (see :func:`rerun_run`)."""
     with transaction.atomic():
         rerun = Run(
             schedule=run.schedule,
@@ -2077,8 +2124,10 @@ def start_nightly(
         if not selection.is_empty:
             apply_selection(schedule.to_document(), selection)
         return NightlyOutcome(schedule, schedule_created, None, False, None)
-    trigger = Trigger.NIGHTLY if selection.is_empty else Trigger.MANUAL
-    run, run_created = create_run(schedule=schedule, cost_ceiling_usd=cost_ceiling_usd, selection=selection, trigger=trigger)
+    if selection.is_empty:
+        run, run_created = create_run(schedule=schedule, cost_ceiling_usd=cost_ceiling_usd, selection=selection, trigger=Trigger.NIGHTLY)
+    else:
+        run, run_created = _selection_run(schedule, cost_ceiling_usd=cost_ceiling_usd, selection=selection)
     if dispatch:
         with transaction.atomic():
             queued = dispatch_run(run)
@@ -2087,9 +2136,35 @@ def start_nightly(
             schedule, schedule_created, run, run_created, summarize(run, with_report=True), executed=queued > 0 or run_created
         )
     if not claim_run(run) and not take_over_abandoned_run(run):
+        if not selection.is_empty and run.status in UNFINISHED:
+            raise RunActionError(
+                f"run {run.pk} over the same selection of this night's schedule is still {run.status} (another "
+                "`nightly --execute` is executing it): wait for it to end, or cancel it "
+                f"(`manage.py cancel_run {run.pk}`), before running this selection again"
+            )
         return NightlyOutcome(schedule, schedule_created, run, run_created, summarize(run, with_report=True), executed=False)
     summary = _execute_claimed(run, environ=environ, progress=progress)
     return NightlyOutcome(schedule, schedule_created, run, run_created, summary, executed=True)
+
+
+def _selection_run(schedule: Schedule, *, cost_ceiling_usd: Decimal, selection: Selection) -> tuple[Run, bool]:
+    """The manual live run of ``schedule`` over ``selection``: the unfinished one already there
+    (``created=False``; the caller claims it, takes it over if abandoned, or refuses), else a new one.
+
+    The schedule row is locked while looking and creating (on SQLite every transaction takes the
+    write lock at BEGIN, ``evalhub/settings.py``), so two ``nightly --execute`` with the same
+    selection never both create a run over the same entries. Raises ``ScheduleError`` for a bad selection.
+    """
+    wanted = selection.to_document()
+    with transaction.atomic():
+        Schedule.objects.select_for_update().filter(pk=schedule.pk).values_list("pk", flat=True).first()
+        unfinished = Run.objects.filter(
+            schedule=schedule, trigger=Trigger.MANUAL, lane=RunLane.LIVE, repeat_of__isnull=True, status__in=UNFINISHED
+        ).order_by("pk")
+        for run in unfinished:
+            if run.selection == wanted:
+                return run, False
+        return create_run(schedule=schedule, cost_ceiling_usd=cost_ceiling_usd, selection=selection, trigger=Trigger.MANUAL)
 
 
 def take_over_abandoned_run(run: Run, *, now: dt.datetime | None = None) -> bool:

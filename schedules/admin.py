@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -22,7 +22,8 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html_join
 
-from candidates.models import Candidate
+from candidates.admin import CandidateAdmin, SlotAdmin
+from candidates.models import Candidate, Slot
 from evalhub.admin_forms import (
     EvalhubAdminMixin,
     OffsetSortableAdminMixin,
@@ -37,7 +38,73 @@ from evalhub.validation import validate_no_secrets
 from schedules.building import ROTATION_DAYS, ScheduleError, ceiling_projection
 from schedules.coverage import COVERAGE_DESCRIPTIONS, COVERAGE_INVARIANTS, slot_load
 from schedules.models import VERSIONED_FIELDS, ChaosScenario, Schedule, ScheduleEntry, WorkflowCase
-from schedules.services import Selection, campaign_ceiling, catalog_coverage, preview_schedule
+from schedules.services import Selection, campaign_ceiling, catalog_coverage, coverage_warning, preview_schedule
+
+#: Set on a request once it changed the catalog, so its view checks the coverage once.
+_CATALOG_CHANGED = "_evalhub_catalog_changed"
+
+
+class CoverageWarningMixin:
+    """After a save, delete or reorder of the catalog (candidates, slots, workflow cases), warn
+    when the week's coverage no longer holds: ``nightly`` refuses to run then
+    (:func:`schedules.services.require_coverage`), and "added successfully" alone would hide it.
+
+    The writes mark the request; the view (add/change form, changelist with its editable rows
+    and bulk delete, delete page, drag-and-drop reorder) computes the coverage once at the end,
+    after its transaction, however many rows it saved.
+    """
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)  # type: ignore[misc]
+        setattr(request, _CATALOG_CHANGED, True)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        super().delete_model(request, obj)  # type: ignore[misc]
+        setattr(request, _CATALOG_CHANGED, True)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        super().delete_queryset(request, queryset)  # type: ignore[misc]
+        setattr(request, _CATALOG_CHANGED, True)
+
+    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return self._warn_about_coverage(request, super().changeform_view(request, *args, **kwargs))  # type: ignore[misc]
+
+    def changelist_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return self._warn_about_coverage(request, super().changelist_view(request, *args, **kwargs))  # type: ignore[misc]
+
+    def delete_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return self._warn_about_coverage(request, super().delete_view(request, *args, **kwargs))  # type: ignore[misc]
+
+    def update_order(self, request: HttpRequest) -> HttpResponse:
+        """The drag-and-drop reorder (django-admin-sortable2); the warning shows on the next page."""
+        response = super().update_order(request)  # type: ignore[misc]
+        if response.status_code == 200:
+            setattr(request, _CATALOG_CHANGED, True)
+        return self._warn_about_coverage(request, response)
+
+    def _warn_about_coverage(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if getattr(request, _CATALOG_CHANGED, False):
+            setattr(request, _CATALOG_CHANGED, False)
+            warning = coverage_warning(seed=evalhub_setting("SCHEDULE_SEED"))
+            if warning:
+                messages.warning(request, warning)
+        return response
+
+
+# The candidate and slot admins live in candidates/admin.py, which may not import schedules (the
+# apps are layers, pyproject.toml [tool.importlinter]): they are registered again here with the
+# coverage check on top, as a project extends another app's admin.
+class CoverageCheckedSlotAdmin(CoverageWarningMixin, SlotAdmin):
+    pass
+
+
+class CoverageCheckedCandidateAdmin(CoverageWarningMixin, CandidateAdmin):
+    pass
+
+
+admin.site.unregister((Slot, Candidate))
+admin.site.register(Slot, CoverageCheckedSlotAdmin)
+admin.site.register(Candidate, CoverageCheckedCandidateAdmin)
 
 
 class WorkflowCaseForm(SecretSafeModelForm):
@@ -46,7 +113,7 @@ class WorkflowCaseForm(SecretSafeModelForm):
 
 
 @admin.register(WorkflowCase)
-class WorkflowCaseAdmin(EvalhubAdminMixin, OffsetSortableAdminMixin, admin.ModelAdmin):
+class WorkflowCaseAdmin(CoverageWarningMixin, EvalhubAdminMixin, OffsetSortableAdminMixin, admin.ModelAdmin):
     """The catalog in order (drag to reorder: the order decides which slots a case meets)."""
 
     form = WorkflowCaseForm

@@ -19,11 +19,13 @@ from django.db.models import F
 from candidates.models import Candidate
 from candidates.services import catalog_slots
 from evalhub.conf import evalhub_setting
-from evalhub.secrets import REDACTION, redact_data, secret_kinds
+from evalhub.credentials import reserved_name_reason
+from evalhub.secrets import REDACTION, redact, redact_data, secret_kinds
 from evalhub.statements import Write, insert_rows_sql
 from evalhub.validation import REORDER_OFFSET, env_name_errors
 from schedules.building import (
     DEFAULT_CAMPAIGN_COST_LIMIT_USD,
+    ROTATION_DAYS,
     ScheduleError,
     build_schedule,
     parse_campaign_cost_limit,
@@ -163,6 +165,13 @@ def unsafe_candidate_problem(candidate: Mapping[str, Any]) -> str | None:
     :data:`evalhub.secrets.REDACTION` when its schedule was built). The message names no value
     (docs/failure-modes.md B8, B12)."""
     names = candidate.get("qualification", {}).get("requiredEnvironment") if isinstance(candidate.get("qualification"), Mapping) else None
+    reserved = sorted({name for name in names if isinstance(name, str) and reserved_name_reason(name)}) if isinstance(names, list) else []
+    if reserved:
+        return (
+            f"the candidate's required environment names {', '.join(reserved)}, which evalhub never hands to a runtime "
+            "under test (its own settings, loader and interpreter variables, or what the harness sets itself); "
+            "remove them from the catalog, then run it again"
+        )
     if env_name_errors(names, label="required environment"):
         return (
             "the candidate's required environment is not a list of environment variable names; "
@@ -217,24 +226,64 @@ def catalog_coverage_matrix(*, seed: str) -> dict[str, list[list[str]]]:
 
 
 def require_coverage(*, seed: str, slots: list[dict[str, Any]] | None = None, cases: list[dict[str, Any]] | None = None) -> dict[str, bool]:
-    """The coverage, or :class:`CoverageError` naming each failed invariant (``slots`` and
-    ``cases`` as :func:`catalog_coverage` takes them)."""
+    """The coverage, or :class:`CoverageError` naming each failed invariant with the arithmetic
+    that breaks it (``slots`` and ``cases`` as :func:`catalog_coverage` takes them)."""
     slots = catalog_slots() if slots is None else slots
+    cases = catalog_cases() if cases is None else cases
     coverage = catalog_coverage(seed=seed, slots=slots, cases=cases)
     failed = failed_invariants(coverage)
     if failed:
-        detail = ""
-        slot_count = len(slots)
-        reachable = evalhub_setting("COVERAGE_CASE_SLOTS") == "reachable"
-        if "everyWorkflowCoversEverySlot" in failed and slot_count > SLOTS_A_CASE_MEETS_A_WEEK and not reachable:
-            detail = (
-                f"a workflow case meets 2 slots a night, at most 2 × 7 = {SLOTS_A_CASE_MEETS_A_WEEK} in a week, and the "
-                f"catalog has {slot_count} slots, so no week can cover every slot; use at most {SLOTS_A_CASE_MEETS_A_WEEK} "
-                f"slots, or set EVALHUB_COVERAGE_CASE_SLOTS=reachable (each case must then meet {SLOTS_A_CASE_MEETS_A_WEEK} "
-                "distinct slots a week)"
-            )
-        raise CoverageError(failed, coverage, detail=detail)
+        raise CoverageError(failed, coverage, detail=_coverage_detail(failed, slots=slots, cases=cases))
     return coverage
+
+
+def _coverage_detail(failed: list[str], *, slots: list[dict[str, Any]], cases: list[dict[str, Any]]) -> str:
+    """Why the ``failed`` invariants fail, when the catalog's sizes alone say so ("" otherwise)."""
+    details = []
+    slot_count, case_count = len(slots), len(cases)
+    if "everySlotNightly" in failed and 0 < 2 * case_count < slot_count:
+        details.append(
+            f"a night plays each of the {case_count} workflow case(s) against 2 slots, at most 2 × {case_count} = "
+            f"{2 * case_count} slots, and the catalog has {slot_count} slots; add workflow cases or remove slots"
+        )
+    if "everyConcreteCandidateInRotation" in failed:
+        for slot in slots:
+            crowded = slot["candidates"][ROTATION_DAYS:]
+            if crowded:
+                details.append(
+                    f"slot {slot['id']} has {len(slot['candidates'])} candidates, but a slot plays one candidate a rotation day "
+                    f"and the rotation has {ROTATION_DAYS} days, so {', '.join(str(c['id']) for c in crowded)} "
+                    f"{'is' if len(crowded) == 1 else 'are'} never played; "
+                    f"keep at most {ROTATION_DAYS} candidates in a slot (move the others to another slot or remove them)"
+                )
+    reachable = evalhub_setting("COVERAGE_CASE_SLOTS") == "reachable"
+    if "everyWorkflowCoversEverySlot" in failed and slot_count > SLOTS_A_CASE_MEETS_A_WEEK and not reachable:
+        details.append(
+            f"a workflow case meets 2 slots a night, at most 2 × 7 = {SLOTS_A_CASE_MEETS_A_WEEK} in a week, and the "
+            f"catalog has {slot_count} slots, so no week can cover every slot; use at most {SLOTS_A_CASE_MEETS_A_WEEK} "
+            f"slots, or set EVALHUB_COVERAGE_CASE_SLOTS=reachable (each case must then meet {SLOTS_A_CASE_MEETS_A_WEEK} "
+            "distinct slots a week)"
+        )
+    return "; ".join(details)
+
+
+def coverage_warning(*, seed: str) -> str | None:
+    """What an editor must hear after changing the catalog when the week's coverage no longer
+    holds for ``seed`` (one coverage computation), or ``None`` when it holds: the failed
+    invariants, their arithmetic, and that every nightly is refused until the catalog is fixed
+    (``nightly`` calls :func:`require_coverage` before it builds anything)."""
+    try:
+        require_coverage(seed=seed)
+    except CoverageError as exc:
+        problem = str(exc)
+    except ScheduleError as exc:
+        problem = f"the week's schedules cannot be built: {exc}"
+    else:
+        return None
+    return (
+        f"{redact(problem)}. Every nightly (seed {seed}) will be refused until the catalog meets all four coverage "
+        "invariants again; the coverage page shows the gap."
+    )
 
 
 def _insert_entries_sql(values: Mapping[str, Any], variant: Any) -> tuple[str, Sequence[Any]]:

@@ -674,6 +674,14 @@ def test_a_nightly_another_process_is_executing_exits_9_not_as_a_failure(
     night_with({})
     schedule = Schedule.objects.get()
     run_row = Run.objects.create(schedule=schedule, trigger="nightly", status="running", cost_ceiling_usd=Decimal("12"))
+    # The other process holds an execution under a live lease (a running run with nothing left
+    # to run is finished by the recovery that `nightly --execute` does first).
+    entry = schedule.entries.order_by("position").first()
+    run_row.executions.create(
+        entry=entry, position=0, execution_id=entry.execution_id, case_key=entry.case_key, candidate_key=entry.candidate_key,
+        slot_key=entry.slot_key, repetition=entry.repetition, status="running", owner="other-host:1",
+        lease_expires_at=timezone.now() + dt.timedelta(seconds=60),
+    )  # fmt: skip
     status, out = nightly_status("--json")
     document = json.loads(out)
     assert status == 9 and document["exitStatus"] == 9 and document["executed"] is False

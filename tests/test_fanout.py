@@ -523,9 +523,14 @@ def test_the_skipped_executions_of_a_cancelled_run_re_run_once_asked_for(
     assert (first.repeat_scope, first.executions.count()) == ("skipped", 3)
     with pytest.raises(CommandError, match="not allowed with argument"):
         call_command("rerun", str(cancelled.pk), "--skipped", "--infrastructure-only")
+    # While the first re-run is unfinished, a second one is refused (tests/test_run_conflicts.py).
+    busy = staff_client.post(f"/api/runs/{cancelled.pk}/rerun/", {"scope": "skipped"}, content_type="application/json")
+    assert busy.status_code == 409 and f"is already being re-run by run {first.pk}" in busy.json()["detail"]
+    services.cancel_run(first)
     with django_capture_on_commit_callbacks(execute=True):
         response = staff_client.post(f"/api/runs/{cancelled.pk}/rerun/", {"scope": "skipped"}, content_type="application/json")
     assert response.status_code == 201 and response.json()["executions"] == 3
+    services.cancel_run(Run.objects.get(pk=response.json()["run"]))
     with django_capture_on_commit_callbacks(execute=True):
         page = staff_client.post(
             "/admin/runs/run/", {"action": "rerun_skipped", "_selected_action": [cancelled.pk], "index": 0}, follow=True

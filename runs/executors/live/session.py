@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalhub.credentials import reserved_name_reason
 from evalhub.secrets import redact, redact_data
 from runs.executors.base import InfrastructureError
 from runs.executors.live.contracts import Driver, EventLog, ProviderConfig
@@ -80,11 +81,49 @@ INSTRUCTIONS = (
 )
 
 
+#: An execution's own folder is ``<tmp>/evalhub-live-<pid>-<random>``: the pid of the process
+#: running it, so a folder left by a killed process (``kill -9``: no ``finally``) can be told apart.
+WORKDIR_PREFIX = "evalhub-live-"
+_OWNED_WORKDIR = re.compile(rf"^{re.escape(WORKDIR_PREFIX)}(\d+)-")
+
+
+def remove_abandoned_workdirs(tmp: Path | None = None) -> list[Path]:
+    """Remove the execution folders under ``tmp`` (the system's temporary folder by default) whose
+    owner process is gone, and return them. A folder whose pid still runs (this process's own, a
+    live worker's, or a reused pid) is left alone, and so is a folder without a pid (an older
+    evalhub's, whose owner cannot be known)."""
+    removed = []
+    base = Path(tempfile.gettempdir()) if tmp is None else tmp
+    for folder in base.glob(f"{WORKDIR_PREFIX}*"):
+        match = _OWNED_WORKDIR.match(folder.name)
+        if match is None or not folder.is_dir() or _alive(int(match.group(1))):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
 def runtime_environment(host: Mapping[str, str], required: Mapping[str, str], allowlist: Sequence[str], *, home: Path) -> dict[str, str]:
     """The runtime's whole environment: allow-listed host variables, the candidate's required
-    variables, and a private ``HOME``/``TMPDIR`` under the execution's directory."""
+    variables, and a private ``HOME``/``TMPDIR`` under the execution's directory.
+
+    A required variable evalhub reserves (:func:`evalhub.credentials.reserved_name_reason`:
+    ``DJANGO_SECRET_KEY``, ``DATABASE_URL``, ``LD_PRELOAD``, ``PATH``, ...) is never copied, even
+    when a row saved around validation (``loaddata``, ``objects.update``) names it: the model
+    refuses such names, and this is the second line."""
     environment = {name: host[name] for name in allowlist if name in host}
-    environment.update({name: value for name, value in required.items() if value})
+    environment.update({name: value for name, value in required.items() if value and reserved_name_reason(name) is None})
     environment["HOME"] = str(home)
     environment["TMPDIR"] = str(home)
     return environment
@@ -153,7 +192,7 @@ def run_live_execution(
 
     host = os.environ if host_environment is None else host_environment
     own_dir = workdir is None
-    root = Path(tempfile.mkdtemp(prefix="evalhub-live-")) if own_dir else Path(workdir)
+    root = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")) if own_dir else Path(workdir)
     events = EventLog()
     recorder = TraceRecorder(scrub=scrub, cap_bytes=trace_cap_bytes)
     control_plane = ControlPlane(execution_id=execution_id, case=case, prompt=prompt, events=events)

@@ -28,7 +28,7 @@ from runs.executors import InfrastructureError, executor_paths
 from runs.executors.live.executor import SCRIPTED_MODEL_KEY, LiveExecutor, configured_binary, scripted_provider_for
 from runs.executors.live.runtimes import RUNTIMES
 from runs.models import RunLane
-from runs.services import create_run, execute_run
+from runs.services import create_run, execute_run, recover_before_executing
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
 from schedules.services import CoverageError, Selection, schedule_for_night
@@ -99,6 +99,7 @@ class Command(DatabaseCommand):
         try:
             url = f"{root}/scripts/{{case_id}}/v1"
             providers = {c["id"]: scripted_provider_for(c, drivers[c["id"]], url) for c in candidates}
+            recover_before_executing(environ=os.environ)  # what a killed demo_live or nightly left
             run, _ = create_run(
                 schedule=schedule,
                 cost_ceiling_usd=cost_ceiling(),

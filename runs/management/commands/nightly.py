@@ -26,7 +26,7 @@ from evalhub.commands import DatabaseCommand
 from evalhub.jsnum import json_number
 from evalhub.secrets import redact
 from runs.models import RunStatus
-from runs.services import RunSummary, start_nightly
+from runs.services import RunActionError, RunSummary, recover_before_executing, start_nightly
 from schedules.building import ScheduleError, parse_timestamp, validate_rotation_day
 from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
 from schedules.services import CoverageError, SelectionError, apply_selection
@@ -187,6 +187,8 @@ class Command(DatabaseCommand):
             bar.update(1)
 
         try:
+            if options["execute"] and not options["queue"]:
+                recover_before_executing(environ=os.environ)  # what a killed `nightly --execute` left
             outcome = start_nightly(
                 seed=seed_from_options(options),
                 cost_ceiling_usd=ceiling,
@@ -207,6 +209,8 @@ class Command(DatabaseCommand):
             )
         except SelectionError as exc:
             self._bad_flags(redact(str(exc)), as_json)
+        except RunActionError as exc:  # the same selection is already being executed
+            self._refuse(str(exc), as_json)
         except ScheduleError as exc:
             self._refuse(redact(str(exc)), as_json)
         except RedisError as exc:  # --queue with Redis down: the run is saved, its executions pending

@@ -11,7 +11,7 @@ from django.db import transaction
 from evalhub.commands import DatabaseCommand
 from runs.management.commands.nightly import missing_credentials_hint
 from runs.models import RerunScope, Run
-from runs.services import RunActionError, dispatch_run, execute_run, rerun_run
+from runs.services import RunActionError, dispatch_run, execute_run, recover_before_executing, rerun_run
 
 
 class Command(DatabaseCommand):
@@ -38,6 +38,8 @@ class Command(DatabaseCommand):
         scope = (
             RerunScope.INFRASTRUCTURE if options["infrastructure_only"] else RerunScope.SKIPPED if options["skipped"] else RerunScope.FAILED
         )
+        if not options["queue"]:
+            recover_before_executing(environ=os.environ)  # what a killed inline run left
         try:
             with transaction.atomic():
                 rerun = rerun_run(run, scope=scope)

@@ -10,18 +10,36 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import threading
 from pathlib import Path
 
 from django.conf import settings
+from django.core.management.base import CommandError
 from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as QclusterCommand
 
 from runs import leases
 
 logger = logging.getLogger(__name__)
+
+#: The ``--grace`` range in seconds: the stop must leave the runtimes a moment, and end within the hour.
+GRACE_RANGE = (1.0, 3600.0)
+
+
+def grace_seconds(text: str) -> float:
+    """``--grace`` as seconds; :class:`CommandError` for anything but a finite number in :data:`GRACE_RANGE`
+    (a huge value overflows the stop timer after SIGTERM, ``nan`` never fires, 0 or less is no grace)."""
+    low, high = GRACE_RANGE
+    try:
+        seconds = float(text)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and low <= seconds <= high):
+        raise CommandError(f"--grace must be a number of seconds from {low:g} to {high:g} (for example 30), not {text!r}")
+    return seconds
 
 
 def descendants(pid: int) -> list[int]:
@@ -48,13 +66,13 @@ class Command(QclusterCommand):
 
     def add_arguments(self, parser) -> None:
         super().add_arguments(parser)
-        parser.add_argument("--grace", type=float, default=30.0, help="Seconds to wait for the cluster to stop before killing it.")
+        parser.add_argument("--grace", default="30", help="Seconds (1 to 3600) to wait for the cluster to stop before killing it.")
 
     def handle(self, *args, **options) -> None:
+        grace = grace_seconds(str(options["grace"]))
         settings.SECRET_KEY  # noqa: B018 — the cluster signs its tasks with it
         leases.prepare_cluster_shutdown()
         cluster = Cluster()
-        grace = max(float(options["grace"]), 1.0)
         stopping = threading.Event()
 
         def hard_stop() -> None:
