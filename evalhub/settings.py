@@ -230,10 +230,14 @@ def database_config() -> dict:
 
 
 def sqlite_options() -> dict:
+    """The embedded database's connection options. The write-ahead log is copied back into the
+    database file every 4000 pages (16 MB) rather than SQLite's 1000: a night rewrites the same
+    run, execution and index pages with every execution's two commits, and each copy-back writes
+    every page it holds and waits for the disk twice (docs/benchmarks.md)."""
     return {
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=4000; PRAGMA foreign_keys=ON;",
     }
 
 

@@ -115,6 +115,7 @@ def _pragmas() -> dict[str, Any]:
             "journal_mode": cursor.execute("PRAGMA journal_mode").fetchone()[0],
             "busy_timeout": cursor.execute("PRAGMA busy_timeout").fetchone()[0],
             "foreign_keys": cursor.execute("PRAGMA foreign_keys").fetchone()[0],
+            "wal_autocheckpoint": cursor.execute("PRAGMA wal_autocheckpoint").fetchone()[0],
         }
 
 
@@ -333,7 +334,12 @@ def postgresql_only() -> None:
 @pytest.mark.django_db
 def test_the_file_database_runs_in_wal_mode_with_a_busy_timeout(sqlite_file: Path) -> None:
     sqlite_only()
-    assert run_scenario(sqlite_file, "scenario_pragmas") == {"journal_mode": "wal", "busy_timeout": 20000, "foreign_keys": 1}
+    assert run_scenario(sqlite_file, "scenario_pragmas") == {
+        "journal_mode": "wal",
+        "busy_timeout": 20000,
+        "foreign_keys": 1,
+        "wal_autocheckpoint": 4000,
+    }
 
 
 @pytest.mark.django_db
