@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
+from django.db.models import F, TextField, Window
+from django.db.models.functions import Cast, RowNumber
 from django.utils import timezone
 
 import evalhub
@@ -176,14 +176,19 @@ def _score(
     expectations = _trace_expectations(cases)
     scorecards = []
     for execution in pending:
+        observation = scoreable_observation(execution.observation)
+        # The column's own text, when the report read it (``_REPORTED_COLUMNS``) and the scorer's
+        # copy left nothing out of the document decoded from it: looked up without encoding again.
+        text = getattr(execution, "observation_text", None) if observation == execution.observation else None
         document = score_observation(
-            scoreable_observation(execution.observation),
+            observation,
             {"bundleId": bundle_id},
             trace_expectations=expectations,
             # The run's cases come from its schedule, built from the catalog in the database.
             case_ids=case_ids,
             # Read from its row: checked again unless it is, to the byte, a document checked when stored.
             decoded=True,
+            text=text,
         )
         overall = document["overall"]
         scorecard = Scorecard(
@@ -302,7 +307,12 @@ def report_run(run: Run, *, generated_at: str) -> Report:
     # Each row is read once: the line-up with the scorecards, the finished executions being the
     # line-up's settled ones with an observation; the missing scorecards are made from the
     # observations just read.
-    executions = list(run.executions.select_related("scorecard").only(*_REPORTED_COLUMNS, "scorecard").order_by("position"))
+    executions = list(
+        run.executions.select_related("scorecard")
+        .only(*_REPORTED_COLUMNS, "scorecard")
+        .annotate(observation_text=Cast("observation", TextField()))
+        .order_by("position")
+    )
     bundle = run_bundle(run, executions)
     finished = [execution for execution in executions if execution.status == ExecutionStatus.FINISHED and execution.observation is not None]
     catalog = list(WorkflowCase.objects.order_by("position", "id"))

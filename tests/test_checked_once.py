@@ -159,3 +159,63 @@ def test_every_row_holds_the_text_of_its_stored_observation(reference_catalog, r
         True
     ] * 40
     assert [document["metrics"].get("latencyMs", "absent") is None for document in documents] == [bool(i % 2) for i in range(40)]
+
+
+@pytest.fixture
+def encodings(monkeypatch) -> list[object]:
+    """The documents the check encoded to look them up."""
+    encoded: list[object] = []
+    original = observation_schema._json_text
+
+    def spy(observation):
+        encoded.append(observation)
+        return original(observation)
+
+    monkeypatch.setattr(observation_schema, "_json_text", spy)
+    return encoded
+
+
+def test_a_remembered_text_given_beside_its_document_is_looked_up_without_encoding(full_checks, encodings) -> None:
+    document = _observation("rwe-checked0000005")
+    text = remember_valid_observation(document)
+    encodings.clear()
+    assert check_decoded_observation(json.loads(text), text=text) == []
+    assert encodings == [] and full_checks == []
+
+
+def test_a_text_not_remembered_leaves_the_document_to_its_own_text(full_checks, encodings) -> None:
+    document = _observation("rwe-checked0000006")
+    text = remember_valid_observation(document)
+    encodings.clear()
+    # The same document written by another encoder (spaces of its own): found by the document's text.
+    other = json.dumps(document, ensure_ascii=False, indent=1)
+    assert check_decoded_observation(json.loads(other), text=other) == []
+    assert len(encodings) == 1 and full_checks == []
+    # A changed row: neither its text nor its document's was found valid, so it is checked in full.
+    changed = json.loads(text)
+    changed["base"]["controlPlaneOwned"] = 0
+    changed_text = json.dumps(changed, ensure_ascii=False)
+    with pytest.raises(ObservationError):
+        check_decoded_observation(changed, text=changed_text)
+    assert full_checks == [changed]
+
+
+@pytest.mark.django_db
+def test_the_report_looks_its_rows_up_by_their_column_text(reference_catalog, replay_executors, full_checks, encodings) -> None:
+    from runs.executors.replay import REPLAY_STORE
+    from runs.models import Scorecard
+    from runs.reporting import report_run
+    from runs.services import start_nightly
+
+    outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ=ENVIRON, execute=False)
+    for execution in outcome.schedule.entries.all():
+        REPLAY_STORE[execution.execution_id] = completed_observation(execution.to_document())
+    run = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ=ENVIRON, execute=True).run
+    scored = Scorecard.objects.filter(execution__run=run).count()
+    assert scored > 0
+    run.report.delete()
+    Scorecard.objects.filter(execution__run=run).delete()
+    encodings.clear()
+    report = report_run(run, generated_at="2026-12-02T00:00:00.000Z")
+    assert report.scoreable == scored
+    assert encodings == [] and full_checks == []

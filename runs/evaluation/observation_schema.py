@@ -450,6 +450,15 @@ def validate_observation(observation: Any, *, case_ids: Iterable[str] | None = N
     return _validation_problems(observation, catalog_case_ids(case_ids), _non_json_list(observation), list(_rule_problems(observation)))
 
 
+def validate_plain_observation(observation: dict[str, Any], *, case_ids: Iterable[str] | None = None) -> list[str]:
+    """:func:`validate_observation` of a document the caller built of plain JSON values only —
+    dicts with text keys, lists, text, booleans, None, finite floats and ints within ±1e308, the
+    exact types (what the orchestration's stored form is made of, ``runs.services._stored_form``)
+    — without walking it again to find that out. The same problems, in the same order, as
+    :func:`validate_observation` for such a document."""
+    return _validation_problems(observation, catalog_case_ids(case_ids), [], list(_rule_problems(observation)))
+
+
 def _validation_problems(observation: dict[str, Any], known: tuple[str, ...], non_json: list[str], rules: list[str]) -> list[str]:
     """:func:`validate_observation` of a dict, given its :func:`_non_json_list` and :func:`_rule_problems`."""
     problems = list(non_json)
@@ -635,7 +644,7 @@ def remember_valid_observation(observation: dict[str, Any]) -> str | None:
     return text
 
 
-def check_decoded_observation(observation: Any, *, case_ids: Iterable[str] | None = None) -> list[str]:
+def check_decoded_observation(observation: Any, *, case_ids: Iterable[str] | None = None, text: str | None = None) -> list[str]:
     """:func:`check_observation` of a document just decoded from JSON text (a stored row's
     column: plain JSON values only), answered without checking it again when the very same
     document — the same JSON text, key order and value types included — was found valid in
@@ -644,8 +653,15 @@ def check_decoded_observation(observation: Any, *, case_ids: Iterable[str] | Non
     a subset) and no note. Anything else is checked in full.
 
     Only for decoded documents: a tuple or a non-string key has the JSON text of a list or a
-    string key and is not valid, so an in-memory document goes to :func:`check_observation`."""
+    string key and is not valid, so an in-memory document goes to :func:`check_observation`.
+
+    ``text``: the JSON text ``observation`` was decoded from (a row's column, read beside it), so
+    the document need not be encoded again to be looked up; a text not remembered (a row written
+    by another encoder, or changed since) is not a verdict: the document's own text is looked up
+    as without it."""
     if isinstance(observation, dict) and observation.get("caseId") in catalog_case_ids(case_ids):
+        if text is not None and text in _VALID_TEXTS:
+            return []
         text = _json_text(observation)
         if text is not None and text in _VALID_TEXTS:
             return []

@@ -125,12 +125,15 @@ def score_observation(
     trace_expectations: Mapping[str, Mapping[str, Any]] = REFERENCE_TRACE_EXPECTATIONS,
     case_ids: Iterable[str] | None = None,
     decoded: bool = False,
+    text: str | None = None,
 ) -> dict[str, Any]:
     """The reference scorecard of one observation (``scoreRunnerWorkflow``).
 
     ``score_observation_noted`` without its notes; same arguments, result and errors.
     """
-    return score_observation_noted(observation, options, trace_expectations=trace_expectations, case_ids=case_ids, decoded=decoded)[0]
+    return score_observation_noted(
+        observation, options, trace_expectations=trace_expectations, case_ids=case_ids, decoded=decoded, text=text
+    )[0]
 
 
 def score_observation_noted(
@@ -140,6 +143,7 @@ def score_observation_noted(
     trace_expectations: Mapping[str, Mapping[str, Any]] = REFERENCE_TRACE_EXPECTATIONS,
     case_ids: Iterable[str] | None = None,
     decoded: bool = False,
+    text: str | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """``(scorecard, notes)``: the reference scorecard of one observation and what was ignored.
 
@@ -154,7 +158,8 @@ def score_observation_noted(
     the catalog's own workflow cases, known besides the reference's twelve
     (``observation_schema.catalog_case_ids``). ``decoded``: the observation was just decoded
     from JSON text (a stored row's), so its check may be a remembered one
-    (``observation_schema.check_decoded_observation``: the same result).
+    (``observation_schema.check_decoded_observation``: the same result); ``text``, with
+    ``decoded``, the JSON text it was decoded from, when the caller read it.
 
     The scorecard is ``{schema, bundleId, caseId, candidateId, classification, dimensions,
     overall}`` in that key order; ``dimensions`` holds all eight, in ``DIMENSIONS`` order, each
@@ -172,8 +177,10 @@ def score_observation_noted(
     noted there. The arguments are not modified.
     """
     # The reference checks the observation before it reads an option.
-    check = check_decoded_observation if decoded else check_observation
-    observation_notes = check(observation, case_ids=case_ids)
+    if decoded:
+        observation_notes = check_decoded_observation(observation, case_ids=case_ids, text=text)
+    else:
+        observation_notes = check_observation(observation, case_ids=case_ids)
     notes: list[str] = []
     bundle_id = _bundle_id(options, notes)
     _check_expected_trace_lists(observation, trace_expectations.get(observation["caseId"]))
