@@ -59,7 +59,7 @@ from evalhub.interrupts import terminate_as_interrupt
 from evalhub.logging import RedactingStream
 from evalhub.secrets import redact, redact_data, redactor
 from evalhub.statements import Read, Write, insert_rows_sql, insert_sql, run_insert_statement, run_statement, update_sql
-from runs.evaluation.observation_schema import remember_valid_observation, validate_observation
+from runs.evaluation.observation_schema import remember_valid_observation, validate_observation, validate_plain_observation
 from runs.evaluation.observations import finite_json, missing_environment_message, unavailable_observation
 from runs.executors import ExecutionRequest, InfrastructureError, executor_for
 from runs.executors.base import ArtifactSink
@@ -1924,15 +1924,24 @@ def _stored_form(observation: Any, secrets: list[str]) -> Any:
     ``finite_json(redact_data(observation, extra_values=secrets))``, in one walk for a document
     of plain JSON values (what executors return); anything else — a tuple, a key that is not
     text, two keys redacted to the same text (``redact_data`` tells them apart), a value of a
-    subclass, a document nested deeper than ``_PLAIN_DEPTH`` — takes the two walks."""
+    subclass, an int beyond ±1e308, a document nested deeper than ``_PLAIN_DEPTH`` — takes the
+    two walks."""
+    return _plain_or_stored_form(observation, secrets)[0]
+
+
+def _plain_or_stored_form(observation: Any, secrets: list[str]) -> tuple[Any, bool]:
+    """``(stored form, plain)``: :func:`_stored_form`, and whether the one walk made it, so that
+    it holds plain JSON values only (``validate_plain_observation`` need not walk it again)."""
     try:
-        return _plain_stored_form(observation, redactor(extra_values=secrets), 0)
+        return _plain_stored_form(observation, redactor(extra_values=secrets), 0), True
     except _NotPlain:
-        return finite_json(redact_data(observation, extra_values=secrets))
+        return finite_json(redact_data(observation, extra_values=secrets)), False
 
 
 #: How deep :func:`_plain_stored_form` goes before leaving a document to the two walks.
 _PLAIN_DEPTH = 64
+#: The largest int the one walk keeps: a larger one is no JSON number (``validate_observation`` says so).
+_PLAIN_INT = int(1e308)
 
 
 class _NotPlain(Exception):
@@ -1945,7 +1954,11 @@ def _plain_stored_form(value: Any, scrub: Callable[[str], str], depth: int) -> A
         return scrub(value)
     if kind is float:
         return value if math.isfinite(value) else None
-    if kind is int or kind is bool or value is None:
+    if kind is int:
+        if -_PLAIN_INT <= value <= _PLAIN_INT:
+            return value
+        raise _NotPlain
+    if kind is bool or value is None:
         return value
     if depth >= _PLAIN_DEPTH:
         raise _NotPlain
@@ -1987,11 +2000,12 @@ def _checked_stored_form(
     if not isinstance(observation, dict):
         return None, ["observation must be a JSON object"], None
     try:
-        stored = _stored_form(observation, secrets)
+        stored, plain = _plain_or_stored_form(observation, secrets)
     except Exception:  # a value redaction cannot walk: report it as validation would
         return None, validate_observation(observation, case_ids=case_ids), None
     scoreable = scoreable_observation(stored)
-    problems = validate_observation(scoreable, case_ids=case_ids)
+    # The scorer's copy of plain JSON is plain JSON: the one walk found that out already.
+    problems = (validate_plain_observation if plain else validate_observation)(scoreable, case_ids=case_ids)
     if problems:
         return None, problems, None
     # The report scores the row read back: the same document is not checked twice (by its content).

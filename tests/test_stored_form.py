@@ -48,6 +48,7 @@ DOCUMENTS = {
     "secrets in values and keys": {"note": f"key {OPENAI} and {SECRET_VALUE}", AWS: [1, 2.5, {"deep": SECRET_VALUE}]},
     "non-finite numbers": {"metrics": {"costUsd": float("nan"), "latencyMs": float("inf"), "n": -float("inf")}, "ok": 1.5},
     "scalars": {"t": True, "f": False, "n": None, "i": 0, "big": 2**70, "s": ""},
+    "an int beyond 1e308": {"n": 10**400, "m": -(10**400), "edge": int(1e308)},
     "a tuple": {"steps": ("a", OPENAI, float("nan"))},
     "a set": {"tags": {"x"}},
     "a key that is not text": {1: "one", "two": 2.0},
@@ -85,3 +86,53 @@ def test_a_plain_document_takes_one_walk(monkeypatch: pytest.MonkeyPatch) -> Non
     services._stored_form(DOCUMENTS["secrets in values and keys"], [SECRET_VALUE])
     with pytest.raises(AssertionError, match="two walks"):
         services._stored_form(DOCUMENTS["a tuple"], [SECRET_VALUE])
+
+
+def _invalid_observations() -> dict[str, Any]:
+    """Observations of plain JSON values the reference refuses, each in its own way."""
+    base = completed_observation(ENTRY, cost_usd=0.01)
+    unknown_case = {**base, "caseId": "no-such-case"}
+    blank_candidate = {**base, "candidateId": "   "}
+    bad_metric = {**base, "metrics": {**base["metrics"], "latencyMs": "slow"}}
+    missing_base = {key: value for key, value in base.items() if key != "base"}
+    odd_base = {**base, "base": {**base["base"], "controlPlaneOwned": 0}}
+    return {
+        "valid": base,
+        "unknown case": unknown_case,
+        "blank candidate": blank_candidate,
+        "a metric that is text": bad_metric,
+        "no base": missing_base,
+        "a base flag that is a number": odd_base,
+    }
+
+
+@pytest.mark.parametrize("name", list(_invalid_observations()))
+def test_checking_a_plain_document_without_its_walk_finds_what_the_full_check_finds(name: str) -> None:
+    from runs.evaluation.observation_schema import validate_observation, validate_plain_observation
+
+    document = _invalid_observations()[name]
+    assert validate_plain_observation(document) == validate_observation(document)
+    assert validate_plain_observation(document, case_ids=["own-case"]) == validate_observation(document, case_ids=["own-case"])
+
+
+def test_a_document_the_one_walk_leaves_is_checked_with_its_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An int beyond ±1e308 or a tuple goes to the two walks, and so to the check that walks it:
+    its problems are named as before (not a JSON number, not JSON)."""
+    from runs.evaluation import observation_schema
+
+    plain_checks: list[Any] = []
+    original = observation_schema.validate_plain_observation
+
+    def spy(document: Any, **kwargs: Any) -> list[str]:
+        plain_checks.append(document)
+        return original(document, **kwargs)
+
+    monkeypatch.setattr(services, "validate_plain_observation", spy)
+    document = completed_observation(ENTRY, cost_usd=0.01)
+    assert services._checked_stored_form(document, [])[1] == []
+    assert len(plain_checks) == 1
+    huge = {**document, "metrics": {**document["metrics"], "latencyMs": 10**400}}
+    stored, problems, text = services._checked_stored_form(huge, [])
+    assert stored is None and text is None and problems == observation_schema.validate_observation(huge)
+    assert any("latencyMs" in problem for problem in problems)
+    assert len(plain_checks) == 1
