@@ -17,6 +17,7 @@ Pure functions over a mapping: no Django, no ``os.environ`` unless passed in.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import unquote, urlsplit
@@ -57,13 +58,20 @@ def credential_values(environ: Mapping[str, str], *, names: Iterable[str] = ()) 
     for name, value in environ.items():
         if not isinstance(value, str) or not value:
             continue
-        if name in wanted or is_credential_name(name):
+        credential, passwords = _variable_values(name, value)
+        if credential or name in wanted:
             values.add(value)
-        password = url_password(value)
-        if password:
-            values.add(password)
-            values.add(unquote(password))
+        values.update(passwords)
     return sorted(values)
+
+
+@functools.lru_cache(maxsize=1024)
+def _variable_values(name: str, value: str) -> tuple[bool, tuple[str, ...]]:
+    """``(credential-named, the URL value's password raw and percent-decoded)`` of one variable:
+    every execution of a worker asks of the same environment (a variable whose name or value
+    changes is a new key)."""
+    password = url_password(value)
+    return is_credential_name(name), (password, unquote(password)) if password else ()
 
 
 #: Variables a candidate may not require, by exact name, with why (see :func:`reserved_name_reason`).

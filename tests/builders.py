@@ -98,7 +98,11 @@ def completed_observation(entry: dict[str, Any], *, cost_usd: Any = 0.01, provid
     """
     execution_id = str(entry.get("executionId", "rwe-0000000000000000"))
     short = execution_id.removeprefix("rwe-")[:6]
-    case_id = entry["caseId"]
+    # The document is a fresh literal: only the values given from outside are copied (a no-op
+    # executor of the cluster benchmark builds one per execution; copying it all was its cost).
+    case_id = copy.deepcopy(entry["caseId"])
+    cost_usd = copy.deepcopy(cost_usd)
+    provider = copy.deepcopy(provider)
     metrics: dict[str, Any] = {
         "timeToFirstVisibleProgressMs": 2400,
         "settlementMs": 41000,
@@ -109,52 +113,50 @@ def completed_observation(entry: dict[str, Any], *, cost_usd: Any = 0.01, provid
     if cost_usd is not None:
         metrics["costUsd"] = cost_usd
     passed = [{"id": check_id, "passed": True} for check_id in ("terminal-authority", "attempt-bound", "owned-wait")]
-    return copy.deepcopy(
-        {
-            "schema": "paperclip.runner.workflow-observation.v1",
+    return {
+        "schema": "paperclip.runner.workflow-observation.v1",
+        "caseId": case_id,
+        "candidateId": copy.deepcopy(entry["candidateId"]),
+        "provider": provider,
+        "classification": "completed",
+        "base": {
             "caseId": case_id,
-            "candidateId": entry["candidateId"],
-            "provider": provider,
-            "classification": "completed",
-            "base": {
-                "caseId": case_id,
-                "provenance": {"source": "live_model", "behavior": case_id},
-                "controlPlaneOwned": False,
-                "expectedCalls": ["finish_task"],
-                "observedCalls": ["finish_task"],
-                "forbiddenCalls": [],
-                "finalState": {"expected": "mutated", "observed": "mutated"},
-                "authorization": {"expected": "allowed", "observed": "allowed"},
-                "trace": {
-                    "runId": execution_id,
-                    "sessionId": f"eval-{execution_id}",
-                    "turnId": "turn-1",
-                    "itemId": f"evidence-{short}-1",
-                    "receiptIds": [f"receipt-{short}-1"],
-                    "terminalPresent": True,
-                },
-                "efficiency": {"latencyMs": 60000, "totalTokens": 24000, "costUsd": 0.05, "attempts": 1},
-                "budget": {"maxLatencyMs": 150000, "maxAttempts": 3, "maxCostUsd": 0.2, "maxTotalTokens": 64000},
+            "provenance": {"source": "live_model", "behavior": case_id},
+            "controlPlaneOwned": False,
+            "expectedCalls": ["finish_task"],
+            "observedCalls": ["finish_task"],
+            "forbiddenCalls": [],
+            "finalState": {"expected": "mutated", "observed": "mutated"},
+            "authorization": {"expected": "allowed", "observed": "allowed"},
+            "trace": {
+                "runId": execution_id,
+                "sessionId": f"eval-{execution_id}",
+                "turnId": "turn-1",
+                "itemId": f"evidence-{short}-1",
+                "receiptIds": [f"receipt-{short}-1"],
+                "terminalPresent": True,
             },
-            "lifecycle": {"checks": passed, "attempts": 1, "runs": 1, "recoveryOwner": "none"},
-            "continuation": {"checks": [{"id": "required-calls", "passed": True}, {"id": "no-repeated-work", "passed": True}]},
-            "presentation": {
-                "checks": [{"id": "first-visible-progress", "passed": True}, {"id": "terminal-presentation", "passed": True}],
-                "responseSource": "final_agent_message",
-                "commentCount": 1,
-            },
-            "traceLineage": {
-                "capture": "on",
-                "frameCount": 120,
-                "byteCount": 90210,
-                "digestVerified": True,
-                "ordered": True,
-                "dispositions": ["operator_only", "rejected", "ignored", "generic", "mapped"],
-                "lineage": ["many_to_one", "one_to_many", "one_to_one"],
-                "traceRef": "sha256:41a704e0254864ee7e20f6838c796e657864332d277a10dd2e70b46b7eb40b08",
-            },
-            "metrics": metrics,
-            "observedPrpEventTypes": ["item.started", "item.completed", "run.terminal"],
-            "artifactDigests": [],
-        }
-    )
+            "efficiency": {"latencyMs": 60000, "totalTokens": 24000, "costUsd": 0.05, "attempts": 1},
+            "budget": {"maxLatencyMs": 150000, "maxAttempts": 3, "maxCostUsd": 0.2, "maxTotalTokens": 64000},
+        },
+        "lifecycle": {"checks": passed, "attempts": 1, "runs": 1, "recoveryOwner": "none"},
+        "continuation": {"checks": [{"id": "required-calls", "passed": True}, {"id": "no-repeated-work", "passed": True}]},
+        "presentation": {
+            "checks": [{"id": "first-visible-progress", "passed": True}, {"id": "terminal-presentation", "passed": True}],
+            "responseSource": "final_agent_message",
+            "commentCount": 1,
+        },
+        "traceLineage": {
+            "capture": "on",
+            "frameCount": 120,
+            "byteCount": 90210,
+            "digestVerified": True,
+            "ordered": True,
+            "dispositions": ["operator_only", "rejected", "ignored", "generic", "mapped"],
+            "lineage": ["many_to_one", "one_to_many", "one_to_one"],
+            "traceRef": "sha256:41a704e0254864ee7e20f6838c796e657864332d277a10dd2e70b46b7eb40b08",
+        },
+        "metrics": metrics,
+        "observedPrpEventTypes": ["item.started", "item.completed", "run.terminal"],
+        "artifactDigests": [],
+    }

@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import os
 import sys
 from decimal import Decimal
 from typing import Any
@@ -302,6 +303,23 @@ def test_every_credential_of_the_process_is_in_the_redaction_set() -> None:
     assert not values & {"/usr/bin:/bin", "/home/evalhub", "C.UTF-8", "false", "us-international", "https://example.org/path"}
     assert credential_values({"CUSTOM_CREDENTIAL_VAR": "custom-value"}, names=["CUSTOM_CREDENTIAL_VAR"]) == ["custom-value"]
     assert url_password("postgres://user@host/db") is None
+
+
+def test_the_credential_values_follow_the_environment_as_it_changes(monkeypatch) -> None:
+    """What a variable is (credential-named, a URL with a password) is remembered per name and
+    value: a value that changes, a variable that comes or goes, is seen at the next call."""
+    monkeypatch.setenv("EVALHUB_TEST_SERVICE_TOKEN", "token-value-one-4711")
+    monkeypatch.setenv("EVALHUB_TEST_BROKER", "amqp://user:broker-pass-4711@127.0.0.1/")
+    first = set(credential_values(os.environ))
+    assert {"token-value-one-4711", "broker-pass-4711"} <= first
+    monkeypatch.setenv("EVALHUB_TEST_SERVICE_TOKEN", "token-value-two-4711")
+    monkeypatch.setenv("EVALHUB_TEST_BROKER", "amqp://127.0.0.1/")
+    monkeypatch.setenv("EVALHUB_TEST_PLAIN", "plain-value-4711")
+    second = set(credential_values(os.environ))
+    assert "token-value-two-4711" in second
+    assert not second & {"token-value-one-4711", "broker-pass-4711", "plain-value-4711"}
+    assert "plain-value-4711" in credential_values(os.environ, names=["EVALHUB_TEST_PLAIN"])
+    assert credential_values({"EVALHUB_TEST_BROKER": "amqp://u:p%40ss-4711@h/"}) == ["p%40ss-4711", "p@ss-4711"]
 
 
 def test_the_log_filter_redacts_the_processs_credentials(monkeypatch) -> None:
