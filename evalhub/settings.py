@@ -177,6 +177,8 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("EVALHUB_SIGNIN_COOLOFF_MINUTES", 
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
+# The lockout is a page of the site saying for how long, not a bare line of text.
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # A key pasted into the user name field must not be stored (nor shown in the admin) as typed.
 AXES_USERNAME_CALLABLE = "evalhub.signin.attempted_username"
 

@@ -48,11 +48,12 @@ from schedules.views import candidates_view, coverage_view, tonight_view
 admin.site.enable_nav_sidebar = False
 
 
+# The docstring is plain text, one sentence a line: the browsable API prints it as written (no
+# Markdown package is installed), each line break a <br>, backticks as backticks.
 class ApiRootView(DefaultRouter.APIRootView):
-    """evalhub's REST API: the catalog, schedules, coverage, runs, executions, scorecards, reports,
-    alerts and comparisons. Sign in (the browsable API's "Log in") or send `Authorization: Token
-    <token>` (tokens: `manage.py api_token create USER`, or the admin). Every endpoint, its
-    parameters and its errors: the OpenAPI schema (`schema`) and its readable docs (`docs`)."""
+    """evalhub's REST API: the catalog, schedules, coverage, runs, executions, scorecards, reports, alerts and comparisons.
+    Sign in (the browsable API's "Log in") or send the header "Authorization: Token <token>" (tokens: manage.py api_token create USER, or the admin).
+    Every endpoint, its parameters and its errors: the OpenAPI schema ("schema") and its readable docs ("docs")."""
 
 
 class ApiRouter(DefaultRouter):

@@ -418,7 +418,7 @@ class ExecutionViewSet(ReadOnlyViewSet):
         reject_unknown_params(request, ("attempt",))
         attempt = ATTEMPT_PARAM.parse(request)
         pk = self.kwargs[self.lookup_url_kwarg or self.lookup_field]
-        found = Execution.objects.filter(pk=pk).values_list("execution_id", "run_id").first()
+        found = Execution.objects.filter(pk=pk).values_list("execution_id", "run_id", "run__lane").first()
         if found is None:
             raise exceptions.NotFound(f"There is no execution {pk}.")
         traces = TraceArtifact.objects.filter(execution_id=pk)
@@ -431,7 +431,7 @@ class ExecutionViewSet(ReadOnlyViewSet):
         except TraceIntegrityError as exc:
             raise Conflict(f"The stored trace of attempt {trace.attempt} cannot be served: {exc}.") from None
         response = HttpResponse(bytes(trace.data), content_type="application/gzip")
-        response["Content-Disposition"] = f'attachment; filename="{trace_filename(found[1], found[0], trace.attempt)}"'
+        response["Content-Disposition"] = f'attachment; filename="{trace_filename(found[1], found[0], trace.attempt, lane=found[2])}"'
         response["X-Trace-Digest"] = trace.digest
         response["X-Trace-Frames"] = str(trace.frame_count)
         response["X-Trace-Truncated"] = "true" if trace.truncated else "false"

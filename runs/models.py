@@ -516,10 +516,13 @@ class CoverageCatalog(SecretFreeModel):
         return f"{len(self.operation_ids)} operations · {self.capability_cases} capability cases"
 
 
-def trace_filename(run_id: int, execution_id: str, attempt: int) -> str:
+def trace_filename(run_id: int, execution_id: str, attempt: int, *, lane: str = RunLane.LIVE) -> str:
     """``run-<run>-<execution id>-attempt-<n>.trace.ndjson.gz``: an execution id repeats in every
-    run of its schedule (a re-run, a selection), so the run number keeps the files apart."""
-    return f"run-{run_id}-{execution_id}-attempt-{attempt}.trace.ndjson.gz"
+    run of its schedule (a re-run, a selection), so the run number keeps the files apart. A run
+    that is not a measurement names its lane after the run number
+    (``run-17-scripted-rwe-…-attempt-1.trace.ndjson.gz``), as its report exports do."""
+    kind = "" if lane == RunLane.LIVE else f"{lane}-"
+    return f"run-{run_id}-{kind}{execution_id}-attempt-{attempt}.trace.ndjson.gz"
 
 
 # --- alert delivery ------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def execution_trace_view(request: HttpRequest, pk: int, attempt: int) -> HttpRes
     damaged bytes."""
     if pk > MAX_INTEGER or attempt > MAX_INTEGER:  # past any id: the database would overflow
         raise Http404("This attempt has no recorded trace.")
-    trace = TraceArtifact.objects.select_related("execution").filter(execution_id=pk, attempt=attempt).first()
+    trace = TraceArtifact.objects.select_related("execution__run").filter(execution_id=pk, attempt=attempt).first()
     if trace is None:
         raise Http404("This attempt has no recorded trace.")
     try:
@@ -127,7 +127,8 @@ def execution_trace_view(request: HttpRequest, pk: int, attempt: int) -> HttpRes
         return render(request, "pages/trace_error.html", context, status=409)
     response = HttpResponse(bytes(trace.data), content_type="application/gzip")
     response["Content-Disposition"] = content_disposition_header(
-        as_attachment=True, filename=trace_filename(trace.execution.run_id, trace.execution.execution_id, trace.attempt)
+        as_attachment=True,
+        filename=trace_filename(trace.execution.run_id, trace.execution.execution_id, trace.attempt, lane=trace.execution.run.lane),
     )
     return response
 

@@ -9,6 +9,7 @@ each page at each width is saved under ``var/screenshots/pages/`` (the path is p
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 
 import pytest
@@ -169,3 +170,18 @@ def test_charts_the_admin_tools_link_the_favicon_and_the_screenshots(signed_in, 
     assert page.get_attribute("link[rel=icon]", "href") == icon
     assert page.context.request.get(live_server.url + icon).status == 200
     assert page.context.request.get(f"{live_server.url}/favicon.ico").status == 200
+
+
+def test_the_history_fits_the_desktop_width_with_a_chaos_run_and_a_re_run(signed_in, live_server, nights: Nights) -> None:
+    """The chaos lane's tag and a re-run's in the Trigger column wrap like the notes do: with
+    ``manage.py chaos`` and ``manage.py rerun`` in the history (what a first user tries after
+    ``make demo``), the table still fits 1366 px and the Notes column is not cut off."""
+    from django.core.management import call_command
+
+    from runs.services import rerun_run
+
+    call_command("chaos", stdout=io.StringIO(), stderr=io.StringIO())
+    rerun_run(nights.past[-1])
+    look = look_at(signed_in, f"{live_server.url}/", "runs-with-chaos-and-re-run", folder="checks")
+    assert signed_in.locator("table.runs .tag.chaos").count() == 1
+    assert look.problems() == []

@@ -200,5 +200,9 @@ def test_the_docs_send_a_visitor_to_sign_in_and_the_api_root_points_at_them(read
     root = reader_client.get("/api/", HTTP_ACCEPT="text/html").content.decode()
     assert "The default basic root view" not in root
     assert "Authorization: Token" in root
+    # The description is printed as written (no Markdown renderer): no stray backticks in it.
+    description = root[root.index('<div class="pull-left">') :]
+    description = description[: description.index("</div>")]
+    assert "manage.py api_token create USER" in description and "`" not in description
     body = reader_client.get("/api/").json()
     assert body["docs"].endswith("/api/docs/") and body["schema"].endswith("/api/schema/")

@@ -196,6 +196,22 @@ def test_the_run_page_says_plainly_which_variables_are_missing(reader_client, sk
     assert "required qualification environment is missing: OPENAI_API_KEY" in html
 
 
+def test_the_run_page_of_a_night_that_scored_nothing_does_not_call_it_measured(reader_client, skipped_run: Run) -> None:
+    """Every execution skipped: the signal section says nothing was scored, as the Signal page does,
+    not that this is the bundle's first measured night."""
+    html = reader_client.get(reverse("pages:run", args=[skipped_run.pk])).content.decode()
+    section = html[html.index('<section class="signal-section"') :]
+    section = section[: section.index("</section>")]
+    assert "Nothing of this bundle was scored yet: every execution was skipped or failed on the infrastructure." in section
+    assert "first measured night" not in section
+
+
+def test_the_run_page_of_a_first_night_that_scored_says_there_is_nothing_before_it(reader_client, replayed_run: Run) -> None:
+    html = reader_client.get(reverse("pages:run", args=[replayed_run.pk])).content.decode()
+    assert "This is the bundle's first measured night: there is no previous night to compare with yet." in html
+    assert "Nothing of this bundle was scored yet" not in html
+
+
 def test_the_run_page_shows_unknown_for_an_unpriced_execution_never_zero(reader_client, replayed_run: Run) -> None:
     html = reader_client.get(reverse("pages:run", args=[replayed_run.pk])).content.decode()
     unpriced = list(replayed_run.executions.filter(cost_known=False))

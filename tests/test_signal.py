@@ -262,10 +262,12 @@ def test_the_default_signal_is_the_newest_whole_night_not_a_newer_selection(week
     assert Report.objects.filter(run=manual, is_scripted=False, is_refresh=False).exists()
     assert reader_client.get("/api/signal/").json()["runId"] == week.runs[-1].pk
     assert reader_client.get(reverse("pages:signal")).context["signal"].nights[-1].run_id == week.runs[-1].pk
-    # Asked for by id, it still is its own bundle's history, whose first night has nothing before it.
+    # Asked for by id, it still is its own bundle's history, whose first night has nothing before it
+    # (and, its two executions skipped, nothing scored: the run page says so, as the Signal page does).
     html = reader_client.get(reverse("pages:run", args=[manual.pk])).content.decode()
     assert "The bundle has 1 measured night so far." in html and "no change can be significant yet" in html
-    assert "This is the bundle's first measured night: there is no previous night to compare with yet." in html
+    assert set(manual.executions.values_list("classification", flat=True)) == {"skipped"}
+    assert "Nothing of this bundle was scored yet: every execution was skipped or failed on the infrastructure." in html
 
 
 def test_the_api_before_anything_was_measured_is_a_404(reader_client) -> None:

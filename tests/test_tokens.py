@@ -151,6 +151,22 @@ def test_a_key_typed_as_the_user_name_is_not_stored_by_the_lockout(client, user)
     assert AccessAttempt.objects.filter(username="ci").exists()  # a plain name is kept as typed
 
 
+def test_a_locked_out_sign_in_is_a_page_saying_for_how_long(client, user, settings) -> None:
+    """It was a bare line of text ("Account locked: too many login attempts. Please try again
+    later.") with no way back and no word of how long."""
+    statuses = [
+        client.post(reverse("login"), {"username": "ci", "password": "wrong"}).status_code for _ in range(settings.AXES_FAILURE_LIMIT)
+    ]
+    assert statuses == [200] * (settings.AXES_FAILURE_LIMIT - 1) + [429]
+    response = client.post(reverse("login"), {"username": "ci", "password": "pw-ci-12345"})
+    assert response.status_code == 429
+    page = response.content.decode()
+    assert "<title>Sign-in locked · evalhub</title>" in page
+    assert "Too many failed sign-ins (5) for this user name from this address." in page
+    assert "Try again in 15 minutes." in page
+    assert f'<a href="{reverse("login")}">Back to sign in</a>' in page
+
+
 @pytest.mark.parametrize("url", ["/api/candidates/a%00b/", "/candidates/a%00b/", "/api/runs/?status=a%00b", "/api/slots/a\x00b/"])
 def test_a_nul_character_in_the_address_is_a_400_before_any_view(staff_client, url: str) -> None:
     response = staff_client.get(url)

@@ -22,7 +22,7 @@ from evalhub import reference_data
 from evalhub.secrets import redact
 from runs.executors.base import ExecutionRequest, Executor, InfrastructureError
 from runs.executors.live.trace import TraceRecorder, read_artifact, summarize_ndjson
-from runs.models import Attempt, Execution, Run, TraceArtifact
+from runs.models import Attempt, Execution, Run, RunLane, TraceArtifact
 from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
@@ -241,6 +241,21 @@ def test_the_trace_downloads_as_a_gzip_attachment(reference_catalog, reader_clie
     )
     assert gzip.decompress(response.content) == read_artifact(bytes(trace.data), trace.digest)
     assert reader_client.get(reverse("pages:execution-trace", args=[execution.pk, 2])).status_code == 404
+
+
+def test_a_scripted_run_s_trace_file_names_its_lane(reference_catalog, reader_client) -> None:
+    """Every file name of a run that is not a measurement says its lane (its exports are
+    run-N-scripted-report.*); the trace of a scripted run's execution was run-N-rwe-….trace.ndjson.gz."""
+    execution = one_execution(succeed(2))
+    Run.objects.filter(pk=execution.run_id).update(lane=RunLane.SCRIPTED)  # the lane alone decides the name
+    expected = f'attachment; filename="run-{execution.run_id}-scripted-{execution.execution_id}-attempt-1.trace.ndjson.gz"'
+
+    page = reader_client.get(reverse("pages:execution-trace", args=[execution.pk, 1]))
+    api = reader_client.get(f"/api/executions/{execution.pk}/trace/")
+
+    assert (page.status_code, api.status_code) == (200, 200)
+    assert page["Content-Disposition"] == expected
+    assert api["Content-Disposition"] == expected
 
 
 def test_a_damaged_trace_is_a_clear_409_page_never_the_bytes(reference_catalog, reader_client) -> None:

@@ -47,3 +47,38 @@ def test_the_command_line_exits_1_with_the_message(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "--grace must be a number of seconds from 1 to 3600 (for example 30), not 'nan'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+class _StartedCluster:
+    """Stands in for django-q2's cluster: starts at once, records being started."""
+
+    started = 0
+
+    def start(self) -> int:
+        type(self).started += 1
+        return 0
+
+    def stop(self) -> bool:
+        return True
+
+
+def test_the_worker_says_it_runs_once_its_cluster_started(monkeypatch, settings) -> None:
+    """Without it `make worker` printed nothing at all (django-q2 logs its start at INFO)."""
+    import io
+    import signal
+
+    monkeypatch.setattr(worker, "Cluster", _StartedCluster)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # keep the test process's own handlers
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "workers": 2, "orm": "default"}
+    settings.Q_CLUSTER.pop("redis", None)
+    out = io.StringIO()
+    call_command("worker", "--grace=12", stdout=out)
+    assert _StartedCluster.started == 1
+    assert out.getvalue() == (
+        "worker running: 2 worker processes taking executions from the database (django-q2's ORM broker); "
+        "Ctrl-C or SIGTERM stops it within 12 s\n"
+    )
+    settings.Q_CLUSTER = {"workers": 1, "redis": "redis://:secret-password@127.0.0.1:6379/13"}
+    assert worker.running_line(settings.Q_CLUSTER, 30) == (
+        "worker running: 1 worker process taking executions from Redis (REDIS_URL); Ctrl-C or SIGTERM stops it within 30 s"
+    )

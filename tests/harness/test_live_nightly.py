@@ -212,6 +212,8 @@ def test_demo_live_is_a_labelled_scripted_run_never_history(reference_catalog, s
     report = Report.objects.get(run=run)
     assert report.is_scripted is True and report.comparison is None and report.previous is None
     assert "scripted" in out.getvalue()
+    # The summary names the candidates that played, not every candidate of the line-up.
+    assert f"scripted run {run.pk} of codex-luna, opencode-glm-flash (lane scripted:" in out.getvalue()
     page = staff_client.get(reverse("pages:run", args=[run.pk]))
     assert b"Scripted" in page.content
     # ... and so does everything outside the run page: the observation, the API, every export.

@@ -124,8 +124,10 @@ class Command(DatabaseCommand):
                     bar.close()
         finally:
             server.stop()
+        # The candidates that played: a --case or --limit leaves some of the wanted ones out.
+        played = set(run.executions.values_list("candidate_key", flat=True))
         self.stdout.write(
-            f"scripted run {run.pk} of {', '.join(wanted)} (lane scripted: the model is evalhub's scripted server, "
+            f"scripted run {run.pk} of {', '.join(c for c in wanted if c in played) or 'no execution'} (lane scripted: the model is evalhub's scripted server, "
             f"not a measured model; never compared with live history)"
         )
         self.stdout.write(summary.line())

@@ -42,6 +42,17 @@ def grace_seconds(text: str) -> float:
     return seconds
 
 
+def running_line(q_cluster: dict, grace: float) -> str:
+    """What the worker prints once its cluster runs: the worker processes, the broker (named, never
+    its URL, which may hold a password) and how to stop it."""
+    workers = int(q_cluster.get("workers", 1))
+    broker = "Redis (REDIS_URL)" if q_cluster.get("redis") else "the database (django-q2's ORM broker)"
+    return (
+        f"worker running: {workers} worker process{'es' if workers != 1 else ''} taking executions from {broker}; "
+        f"Ctrl-C or SIGTERM stops it within {grace:g} s"
+    )
+
+
 def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
     children: dict[int, list[int]] = {}
@@ -97,3 +108,7 @@ class Command(QclusterCommand):
         cluster.start()
         if options.get("run_once", False):
             cluster.stop()
+        else:
+            # django-q2 says it started only at INFO, below the default log level: without this
+            # line `make worker` prints nothing, and a person cannot tell it is running.
+            self.stdout.write(running_line(settings.Q_CLUSTER, grace))
