@@ -2127,8 +2127,8 @@ def start_nightly(
     the run. Without a selection the run is the night's one ``nightly`` run: a second delivery
     returns it untouched (nothing executed, nothing spent), unless the first delivery died before
     claiming it, in which case the run is still pending and this delivery claims and executes it.
-    The claim is a conditional update, so two deliveries never both execute. A selection makes a
-    ``manual`` run. With ``dispatch`` the run is not executed here but fanned out: one django-q2
+    The claim is a conditional update, so two deliveries never both execute. A selection, or a
+    ``rotation_day`` given (another day's schedule for this night), makes a ``manual`` run. With ``dispatch`` the run is not executed here but fanned out: one django-q2
     task per execution (:func:`dispatch_run`), shared by every worker; the summary is then the
     run's counts so far.
     Raises ``CoverageError`` (naming the failed invariants) or ``ScheduleError`` for bad input.
@@ -2138,7 +2138,10 @@ def start_nightly(
         if not selection.is_empty:
             apply_selection(schedule.to_document(), selection)
         return NightlyOutcome(schedule, schedule_created, None, False, None)
-    if selection.is_empty:
+    # Only the night's own rotation day makes its nightly run: another day's schedule, asked for by
+    # hand (``--rotation-day``), is a manual run, never a second nightly of the same night in the
+    # leaderboard and the candidates' histories.
+    if selection.is_empty and rotation_day is None:
         run, run_created = create_run(schedule=schedule, cost_ceiling_usd=cost_ceiling_usd, selection=selection, trigger=Trigger.NIGHTLY)
     else:
         run, run_created = _selection_run(schedule, cost_ceiling_usd=cost_ceiling_usd, selection=selection)

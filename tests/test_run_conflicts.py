@@ -169,3 +169,20 @@ def test_a_pending_selection_run_nobody_claimed_is_executed_not_duplicated(refer
     outcome = selection_night(selection)
     assert (outcome.run.pk, outcome.run_created, outcome.executed) == (left.pk, False, True)
     assert Run.objects.count() == 1
+
+
+def test_another_rotation_day_of_the_night_is_a_manual_run_beside_its_nightly(reference_catalog, replay_executors) -> None:
+    """``nightly --execute --rotation-day D``: a manual run of that day's schedule, never a second
+    nightly of the same night (the leaderboard and histories count nightly runs)."""
+    from runs.models import Trigger
+    from schedules.building import rotation_day
+
+    own = start_nightly(seed=SEED, cost_ceiling_usd=Decimal(12), now=NOW, environ={}, execute=True).run
+    other_day = (own.schedule.rotation_day + 1) % 7
+    assert own.trigger == Trigger.NIGHTLY and own.schedule.rotation_day == rotation_day(own.schedule.generated_at)
+    first = start_nightly(seed=SEED, cost_ceiling_usd=Decimal(12), now=NOW, environ={}, execute=True, rotation_day=other_day).run
+    second = start_nightly(seed=SEED, cost_ceiling_usd=Decimal(12), now=NOW, environ={}, execute=True, rotation_day=other_day).run
+    assert first.trigger == second.trigger == Trigger.MANUAL
+    assert first.schedule.rotation_day == other_day and first.status == second.status == RunStatus.FINISHED
+    assert first.pk != second.pk  # each asked for by hand is its own run, as a selection's is once finished
+    assert list(Run.objects.filter(trigger=Trigger.NIGHTLY).values_list("pk", flat=True)) == [own.pk]
