@@ -43,6 +43,7 @@ from runs.models import (
 )
 
 ENVIRONMENT_MISSING = "qualification_environment_missing"
+RUN_CANCELLED = "run_cancelled"
 CEILING_REACHED = "campaign_cost_ceiling_reached"
 
 
@@ -102,7 +103,7 @@ _URL_SENTINEL = 987654321987654321
 class HistoryRow:
     """One run of the history page with what its row prints, worked out once in Python: counts
     of its executions (``execution_count`` and one per classification, ``environment_missing_count``
-    for the skips of a missing variable), money as :func:`evalhub.templatetags.evalhub_format.format_usd`
+    for the skips of a missing variable, ``cancelled_count`` for those a cancel skipped), money as :func:`evalhub.templatetags.evalhub_format.format_usd`
     prints it (``spent`` is ``"unknown"`` when a cost is unpriced), the night as ``YYYY-MM-DD``."""
 
     pk: int
@@ -123,6 +124,7 @@ class HistoryRow:
     infrastructure_failure_count: int
     skipped_count: int
     environment_missing_count: int
+    cancelled_count: int
     has_unpriced: bool
     spent: str
     ceiling: str
@@ -225,16 +227,16 @@ def history_rows(runs: Iterable[dict[str, Any]]) -> list[HistoryRow]:
     """The rows of a page of :func:`history_runs`, with their executions counted in one grouped
     query over that page's runs only (so a page costs the same at 10 runs or a year of them)."""
     runs = list(runs)
-    # Per run: executions by classification ("" while pending), by the missing-environment
-    # failure code, and all of them under None (a key no classification has).
+    # Per run: executions by classification ("" while pending), by the missing-environment and
+    # cancelled failure codes, and all of them under None (a key no classification has).
     counts: dict[int, dict[str | None, int]] = {run["id"]: {} for run in runs}
     if counts:
         for run_id, classification, failure_code, n in _outcome_counts().filter(run_id__in=counts):
             tally = counts[run_id]
             tally[None] = tally.get(None, 0) + n
             tally[classification] = tally.get(classification, 0) + n
-            if failure_code == ENVIRONMENT_MISSING:
-                tally[ENVIRONMENT_MISSING] = tally.get(ENVIRONMENT_MISSING, 0) + n
+            if failure_code in (ENVIRONMENT_MISSING, RUN_CANCELLED):
+                tally[failure_code] = tally.get(failure_code, 0) + n
     url_before, url_after = _run_url_around()
     rows = []
     for run in runs:
@@ -259,6 +261,7 @@ def history_rows(runs: Iterable[dict[str, Any]]) -> list[HistoryRow]:
                 infrastructure_failure_count=count(Classification.INFRASTRUCTURE_FAILURE, 0),
                 skipped_count=count(Classification.SKIPPED, 0),
                 environment_missing_count=count(ENVIRONMENT_MISSING, 0),
+                cancelled_count=count(RUN_CANCELLED, 0),
                 has_unpriced=run["has_unpriced"],
                 spent="unknown" if run["has_unpriced"] else _usd(run["spent_usd"]),
                 ceiling=_usd(run["cost_ceiling_usd"]),

@@ -145,6 +145,20 @@ def test_the_history_row_notes_a_refresh_an_error_and_a_stop_at_the_ceiling(read
     assert "required environment missing" not in text
 
 
+def test_the_history_row_notes_the_executions_a_cancel_skipped(reader_client, reference_catalog) -> None:
+    from runs.services import cancel_run, create_run
+    from schedules.services import Selection, schedule_for_night
+
+    schedule, _ = schedule_for_night(seed=SEED, now=NIGHT)
+    run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), selection=Selection(limit=3))
+    cancel_run(run)
+    html = reader_client.get(HISTORY).content.decode()
+    row = re.search(rf'<tr>\s*<td class="nowrap"><a href="{reverse("pages:run", args=[run.pk])}">run {run.pk}</a>.*?</tr>', html, re.S)
+    assert row, html
+    assert '<span class="status status-cancelled">cancelled</span>' in row.group(0)
+    assert '<td class="notes"><span class="tag">3 skipped: run cancelled</span></td>' in row.group(0)
+
+
 @pytest.fixture
 def thirty_runs(skipped_run: Run) -> list[Run]:
     runs = [skipped_run]

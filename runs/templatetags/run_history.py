@@ -54,6 +54,8 @@ def _row(run: HistoryRow) -> str:
     notes = []
     if run.environment_missing_count:
         notes.append(f'<span class="tag tag-warn">{run.environment_missing_count:d} skipped: required environment missing</span>')
+    if run.cancelled_count:
+        notes.append(f'<span class="tag">{run.cancelled_count:d} skipped: run cancelled</span>')
     if run.stopped_at_ceiling:
         notes.append(_STOPPED)
     if run.has_unpriced:
