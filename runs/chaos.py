@@ -478,8 +478,15 @@ def run_chaos_lane(*, keys: Sequence[str] = (), now: dt.datetime | None = None, 
         status=RunStatus.PENDING,
         started_at=timezone.now(),
     )
+    execution_ids: set[str] = set()
     for position, scenario in enumerate(scenarios):
         started = timezone.now()
+        # One execution per scenario: a second scenario of the same fault (the catalog allows it)
+        # gets its position in its id, never the first one's (a unique key per run).
+        execution_id = f"chaos-{scenario.fault}"[:32]
+        if execution_id in execution_ids:
+            execution_id = f"chaos-{scenario.fault}"[: 32 - len(f"-{position}")] + f"-{position}"
+        execution_ids.add(execution_id)
         try:
             checks = SCENARIOS[scenario.fault](entry)
             error = ""
@@ -500,7 +507,7 @@ def run_chaos_lane(*, keys: Sequence[str] = (), now: dt.datetime | None = None, 
             run=chaos_run,
             entry=entry,
             position=position,
-            execution_id=f"chaos-{scenario.fault}"[:32],
+            execution_id=execution_id,
             case_key=scenario.key,
             candidate_key=entry.candidate_key,
             slot_key=entry.slot_key,

@@ -12,6 +12,7 @@ from django.core.management.base import CommandError
 
 from runs.chaos import SCENARIOS, ChaosError, run_chaos_lane
 from runs.models import Execution, Report, Run, RunLane
+from schedules.models import ChaosScenario
 
 NOW = dt.datetime(2026, 8, 19, 4, 0, tzinfo=dt.UTC)
 FAULTS = [
@@ -108,3 +109,19 @@ def test_the_signal_page_and_api_say_a_chaos_run_has_no_history(chaos_run: Run, 
     response = reader_client.get("/api/signal/", {"run": chaos_run.pk})
     assert response.status_code == 400
     assert response.json()["detail"].startswith(f"Run {chaos_run.pk} is a chaos run (faults injected")
+
+
+@pytest.mark.django_db
+def test_two_scenarios_of_one_fault_each_get_their_execution(reference_catalog) -> None:
+    # The catalog allows a second scenario of a fault (admin, API); the lane ran both under one
+    # execution id and stopped on the unique key, leaving its run pending.
+    ChaosScenario.objects.create(key="chaos-restart-again", fault="restart", expected_invariant="x", position=100)
+    out = StringIO()
+    call_command("chaos", "restart", stdout=out)
+    run = Run.objects.get(lane="chaos")
+    assert run.status == "finished"
+    assert sorted(run.executions.values_list("execution_id", "case_key")) == [
+        ("chaos-restart", "chaos-restart"),
+        ("chaos-restart-1", "chaos-restart-again"),
+    ]
+    assert out.getvalue().strip().endswith("2 of 2 invariants held")
