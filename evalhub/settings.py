@@ -52,8 +52,17 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, not {_shown(raw)}")
 
 
-def env_int(name: str, default: int, *, minimum: int = 0) -> int:
-    """A whole number no smaller than ``minimum``; anything else is a configuration error."""
+#: The largest number of seconds, minutes or days a duration variable takes: a year of seconds
+#: (or 100 years of days) is more than any setting needs, and far below what ``timedelta`` and
+#: the clock arithmetic on it can hold (a bigger one stopped the first command to use it with
+#: an OverflowError).
+MAX_SECONDS = 366 * 24 * 3600
+MAX_MINUTES = 366 * 24 * 60
+MAX_DAYS = 36500
+
+
+def env_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """A whole number from ``minimum`` to ``maximum``; anything else is a configuration error."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -63,6 +72,8 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
         raise ImproperlyConfigured(f"{name} must be a whole number, not {_shown(raw)}") from None
     if value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {value}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, not {value}")
     return value
 
 
@@ -173,7 +184,7 @@ MIDDLEWARE = [
 # user name from one address, that pair is locked out for AXES_COOLOFF_TIME.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env_int("EVALHUB_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
-AXES_COOLOFF_TIME = timedelta(minutes=env_int("EVALHUB_SIGNIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("EVALHUB_SIGNIN_COOLOFF_MINUTES", 15, minimum=1, maximum=MAX_MINUTES))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
@@ -222,7 +233,10 @@ def database_config() -> dict:
             config["OPTIONS"] = sqlite_options()
         return config
     path = Path(env_str("EVALHUB_SQLITE_PATH", str(BASE_DIR / "var" / "evalhub.sqlite3")))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ImproperlyConfigured(f"EVALHUB_SQLITE_PATH {str(path)!r}: its folder cannot be created ({exc.strerror})") from None
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": path,
@@ -272,7 +286,7 @@ if PRODUCTION:
     # (docs/production.md); the proxy must overwrite any such header a client sends.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
-    SECURE_HSTS_SECONDS = env_int("EVALHUB_HSTS_SECONDS", 31536000, minimum=1)
+    SECURE_HSTS_SECONDS = env_int("EVALHUB_HSTS_SECONDS", 31536000, minimum=1, maximum=2 * MAX_SECONDS)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("EVALHUB_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = env_bool("EVALHUB_HSTS_PRELOAD", True)
     SESSION_COOKIE_SECURE = True
@@ -319,7 +333,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 REST_KNOX = {
-    "TOKEN_TTL": timedelta(days=env_int("EVALHUB_TOKEN_TTL_DAYS", 90, minimum=1)),
+    "TOKEN_TTL": timedelta(days=env_int("EVALHUB_TOKEN_TTL_DAYS", 90, minimum=1, maximum=MAX_DAYS)),
     "AUTO_REFRESH": False,
 }
 
@@ -339,7 +353,7 @@ else:
 # when sending, never stored.
 EMAIL_BACKEND = env_str("EVALHUB_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env_str("EVALHUB_EMAIL_HOST", "localhost")
-EMAIL_PORT = env_int("EVALHUB_EMAIL_PORT", 25, minimum=1)
+EMAIL_PORT = env_int("EVALHUB_EMAIL_PORT", 25, minimum=1, maximum=65535)
 EMAIL_HOST_USER = env_str("EVALHUB_EMAIL_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EVALHUB_EMAIL_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EVALHUB_EMAIL_USE_TLS", False)
@@ -352,8 +366,8 @@ Q_CLUSTER = {
     # A night fans out into one task per execution: the timeout must cover one execution (its
     # turns under maxLatencyMs) and ``retry`` must exceed it, or the ORM broker hands a running
     # task to a second worker — harmless (the execution's lease decides), but wasted.
-    "timeout": env_int("EVALHUB_Q_TIMEOUT", 3600, minimum=60),
-    "retry": env_int("EVALHUB_Q_RETRY", 3600 + 600, minimum=61),
+    "timeout": env_int("EVALHUB_Q_TIMEOUT", 3600, minimum=60, maximum=MAX_SECONDS),
+    "retry": env_int("EVALHUB_Q_RETRY", 3600 + 600, minimum=61, maximum=MAX_SECONDS),
     "max_attempts": 1,
     "catch_up": False,
     "save_limit": 500,
@@ -375,7 +389,7 @@ EVALHUB = {
     "MAX_CAMPAIGN_COST_USD": os.environ.get("EVALHUB_MAX_CAMPAIGN_COST_USD"),
     "NIGHTLY_TIME_UTC": env_str("EVALHUB_NIGHTLY_TIME_UTC", DEFAULTS["NIGHTLY_TIME_UTC"]),
     "BASELINE_READY": env_bool("EVALHUB_BASELINE_READY", DEFAULTS["BASELINE_READY"]),
-    "RETENTION_DAYS": env_int("EVALHUB_RETENTION_DAYS", DEFAULTS["RETENTION_DAYS"], minimum=1),
+    "RETENTION_DAYS": env_int("EVALHUB_RETENTION_DAYS", DEFAULTS["RETENTION_DAYS"], minimum=1, maximum=MAX_DAYS),
     "RUNNER_BUILD": os.environ.get("EVALHUB_RUNNER_BUILD", "").strip() or None,
     "MODEL_PROVIDERS_JSON": os.environ.get("EVALHUB_MODEL_PROVIDERS", ""),
     "RUNTIME_BINARIES": {
@@ -385,15 +399,15 @@ EVALHUB = {
         "codex-acp": env_str("EVALHUB_CODEX_ACP_BIN", str(BASE_DIR / "node_modules" / ".bin" / "codex-acp")),
     },
     "TRACE_CAP_BYTES": env_int("EVALHUB_TRACE_CAP_BYTES", DEFAULTS["TRACE_CAP_BYTES"], minimum=1024),
-    "LEASE_SECONDS": env_int("EVALHUB_LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"], minimum=2),
-    "HEARTBEAT_SECONDS": env_int("EVALHUB_HEARTBEAT_SECONDS", DEFAULTS["HEARTBEAT_SECONDS"], minimum=1),
-    "REAP_CHECK_SECONDS": env_int("EVALHUB_REAP_CHECK_SECONDS", DEFAULTS["REAP_CHECK_SECONDS"], minimum=0),
-    "DB_RETRY_SECONDS": env_int("EVALHUB_DB_RETRY_SECONDS", DEFAULTS["DB_RETRY_SECONDS"], minimum=0),
-    "REDISPATCH_SECONDS": env_int("EVALHUB_REDISPATCH_SECONDS", DEFAULTS["REDISPATCH_SECONDS"], minimum=1),
+    "LEASE_SECONDS": env_int("EVALHUB_LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"], minimum=2, maximum=MAX_SECONDS),
+    "HEARTBEAT_SECONDS": env_int("EVALHUB_HEARTBEAT_SECONDS", DEFAULTS["HEARTBEAT_SECONDS"], minimum=1, maximum=MAX_SECONDS),
+    "REAP_CHECK_SECONDS": env_int("EVALHUB_REAP_CHECK_SECONDS", DEFAULTS["REAP_CHECK_SECONDS"], minimum=0, maximum=MAX_SECONDS),
+    "DB_RETRY_SECONDS": env_int("EVALHUB_DB_RETRY_SECONDS", DEFAULTS["DB_RETRY_SECONDS"], minimum=0, maximum=MAX_SECONDS),
+    "REDISPATCH_SECONDS": env_int("EVALHUB_REDISPATCH_SECONDS", DEFAULTS["REDISPATCH_SECONDS"], minimum=1, maximum=MAX_SECONDS),
     "PROVIDER_CONCURRENCY": env_concurrency("EVALHUB_PROVIDER_CONCURRENCY"),
-    "SLOT_WAIT_SECONDS": env_int("EVALHUB_SLOT_WAIT_SECONDS", DEFAULTS["SLOT_WAIT_SECONDS"], minimum=0),
+    "SLOT_WAIT_SECONDS": env_int("EVALHUB_SLOT_WAIT_SECONDS", DEFAULTS["SLOT_WAIT_SECONDS"], minimum=0, maximum=MAX_SECONDS),
     "COVERAGE_CASE_SLOTS": env_choice("EVALHUB_COVERAGE_CASE_SLOTS", ("every", "reachable"), DEFAULTS["COVERAGE_CASE_SLOTS"]),
-    "NOTIFY_RETRY_SECONDS": env_int("EVALHUB_NOTIFY_RETRY_SECONDS", DEFAULTS["NOTIFY_RETRY_SECONDS"], minimum=1),
+    "NOTIFY_RETRY_SECONDS": env_int("EVALHUB_NOTIFY_RETRY_SECONDS", DEFAULTS["NOTIFY_RETRY_SECONDS"], minimum=1, maximum=MAX_SECONDS),
     "NOTIFY_MAX_ATTEMPTS": env_int("EVALHUB_NOTIFY_MAX_ATTEMPTS", DEFAULTS["NOTIFY_MAX_ATTEMPTS"], minimum=1),
     "PUBLIC_URL": env_str("EVALHUB_PUBLIC_URL", DEFAULTS["PUBLIC_URL"]),
     "SIGNAL_RECENT_NIGHTS": env_int("EVALHUB_SIGNAL_RECENT_NIGHTS", DEFAULTS["SIGNAL_RECENT_NIGHTS"], minimum=1),
@@ -421,7 +435,10 @@ LOGGING = {
     "handlers": {
         "console": {"class": "logging.StreamHandler", "filters": ["redact"], "formatter": "plain"},
     },
-    "root": {"handlers": ["console"], "level": env_str("EVALHUB_LOG_LEVEL", "WARNING")},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("EVALHUB_LOG_LEVEL", ("debug", "info", "warning", "error", "critical"), "warning").upper(),
+    },
     # runserver's access log prints query strings: keep secrets typed into a URL out of it too.
     "loggers": {"django.server": {"handlers": ["console"], "level": "INFO", "propagate": False}},
 }

@@ -422,6 +422,17 @@ PASTED_KEY = "sk-" + "proj-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
         ({"REDIS_URL": "garbage"}, "REDIS_URL must be a Redis URL such as redis://127.0.0.1:6379/0"),
         ({"EVALHUB_RUNNER_BUILD": PASTED_KEY}, "EVALHUB_RUNNER_BUILD looks like a secret; it is stored in every report"),
         ({"EVALHUB_SCHEDULE_SEED": "a\udcffb"}, "EVALHUB_SCHEDULE_SEED must be UTF-8 text; it holds bytes that are not"),
+        # Numbers past what a duration can hold stopped the first command with an OverflowError.
+        ({"EVALHUB_TOKEN_TTL_DAYS": "99999999999"}, "EVALHUB_TOKEN_TTL_DAYS must be at most 36500, not 99999999999"),
+        ({"EVALHUB_SIGNIN_COOLOFF_MINUTES": "10" * 10}, "EVALHUB_SIGNIN_COOLOFF_MINUTES must be at most 527040, not 1010101010"),
+        ({"EVALHUB_LEASE_SECONDS": "9" * 26}, f"EVALHUB_LEASE_SECONDS must be at most 31622400, not {'9' * 26}"),
+        ({"EVALHUB_RETENTION_DAYS": "9999999999999"}, "EVALHUB_RETENTION_DAYS must be at most 36500, not 9999999999999"),
+        ({"EVALHUB_EMAIL_PORT": "999999"}, "EVALHUB_EMAIL_PORT must be at most 65535, not 999999"),
+        ({"EVALHUB_LOG_LEVEL": "LOUD"}, "EVALHUB_LOG_LEVEL must be one of debug, info, warning, error, critical, not 'loud'"),
+        (
+            {"EVALHUB_SQLITE_PATH": "/proc/none/evalhub.sqlite3"},
+            "EVALHUB_SQLITE_PATH '/proc/none/evalhub.sqlite3': its folder cannot be created",
+        ),
     ],
     ids=[
         "not-a-number",
@@ -431,6 +442,13 @@ PASTED_KEY = "sk-" + "proj-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
         "redis-url",
         "runner-build-secret",
         "seed-bytes",
+        "token-ttl-overflow",
+        "cooloff-overflow",
+        "lease-overflow",
+        "retention-overflow",
+        "email-port",
+        "log-level",
+        "sqlite-folder",
     ],
 )
 def test_a_bad_environment_variable_is_one_line_naming_it_never_its_secret(
