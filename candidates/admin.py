@@ -99,6 +99,11 @@ class CandidateInlineForm(SecretSafeModelForm):
 
     def clean_position(self) -> int | None:
         position = self.cleaned_data.get("position")
+        if position is None and self.instance.pk is not None:
+            # The sortable inline leaves its hidden field optional (a new row gets the next free
+            # place from the formset); a saved row posted without it was saved with no position,
+            # breaking the NOT NULL column: a 500.
+            raise ValidationError("Position is required: drag the row to its place and save again.", code="required")
         if position is not None and position >= REORDER_OFFSET:
             raise ValidationError(f"Position must be less than {REORDER_OFFSET}.", code="max_value")
         return position

@@ -462,3 +462,14 @@ def test_two_inline_rows_given_the_same_model_are_a_form_error(staff_client, slo
     assert response.status_code == 200
     assert SAME_MODEL in error_text(response)
     assert not Candidate.objects.filter(model__iexact="gpt-5.9-same").exists()
+
+
+def test_an_inline_row_sent_without_its_position_is_a_form_error(staff_client, slot_with_three: Slot) -> None:
+    # The drag-and-drop field is hidden and optional: a saved row posted without it was saved with
+    # no position, a NOT NULL failure and a 500.
+    url, data = slot_change(staff_client, slot_with_three)
+    data[f"candidates-{inline_index(data, 'candidates', 'codex-b')}-position"] = ""
+    response = staff_client.post(url, data)
+    assert response.status_code == 200
+    assert "Position is required: drag the row to its place and save again." in error_text(response)
+    assert slot_order(slot_with_three) == ["codex-a", "codex-b", "codex-c"]
