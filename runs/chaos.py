@@ -460,7 +460,11 @@ def run_chaos_lane(*, keys: Sequence[str] = (), now: dt.datetime | None = None, 
             if any(not key.strip() for key in unknown):
                 raise ChaosError(f"a chaos scenario name is empty: use one of {known} (or their faults)")
             raise ChaosError(f"unknown chaos scenario {', '.join(unknown)}: use one of {known} (or their faults)")
-        scenarios = [scenario for scenario in scenarios if scenario.key in wanted or scenario.fault in wanted]
+        # A name that is a scenario's id selects that scenario alone, even when it is spelt like a
+        # fault too (a scenario with the id "restart"): the admin action passes ids.
+        ids = {scenario.key for scenario in scenarios}
+        faults = wanted - ids
+        scenarios = [scenario for scenario in scenarios if scenario.key in wanted or scenario.fault in faults]
     try:
         schedule, _ = schedule_for_night(seed=seed or evalhub_setting("SCHEDULE_SEED"), now=now or timezone.now())
     except Exception as exc:

@@ -125,3 +125,14 @@ def test_two_scenarios_of_one_fault_each_get_their_execution(reference_catalog) 
         ("chaos-restart-1", "chaos-restart-again"),
     ]
     assert out.getvalue().strip().endswith("2 of 2 invariants held")
+
+
+@pytest.mark.django_db
+def test_a_scenario_id_spelt_like_a_fault_selects_that_scenario_alone(reference_catalog) -> None:
+    # The admin action passes the selected scenarios' ids: one with the id "restart" also ran
+    # every scenario of the fault restart.
+    ChaosScenario.objects.create(key="restart", fault="wake_race", expected_invariant="x", position=100)
+    run = run_chaos_lane(keys=["restart"], now=NOW)
+    assert list(run.executions.values_list("case_key", flat=True)) == ["restart"]
+    run = run_chaos_lane(keys=["wake_race"], now=NOW)
+    assert sorted(run.executions.values_list("case_key", flat=True)) == ["chaos-wake-race", "restart"]
