@@ -16,7 +16,7 @@ from rest_framework import serializers
 
 from candidates.filters import CandidateFilter
 from candidates.models import CANDIDATE_SCHEMA, Adapter, Budget, Candidate, Provider, Slot, Tier
-from evalhub.api.serializers import ModelCleanSerializer, PassThroughChoiceField, RejectUnknownFieldsMixin, UsdField
+from evalhub.api.serializers import KeyRelatedField, ModelCleanSerializer, PassThroughChoiceField, RejectUnknownFieldsMixin, UsdField
 from evalhub.api.views import CatalogViewSet
 from evalhub.validation import ENV_NAME_PATTERN
 
@@ -98,7 +98,7 @@ class CandidateSerializer(ModelCleanSerializer):
 
     schema = serializers.SerializerMethodField()
     id = serializers.CharField(source="key", **LENIENT_TEXT)
-    slotId = serializers.SlugRelatedField(
+    slotId = KeyRelatedField(
         source="slot",
         slug_field="key",
         queryset=Slot.objects.all(),
@@ -111,7 +111,7 @@ class CandidateSerializer(ModelCleanSerializer):
     reasoningEffort = serializers.CharField(source="reasoning_effort", required=False, **LENIENT_TEXT)
     qualification = QualificationSerializer(source="*", required=False)
     budget = BudgetDocumentSerializer(read_only=True)
-    budgetName = serializers.SlugRelatedField(
+    budgetName = KeyRelatedField(
         source="budget",
         slug_field="name",
         queryset=Budget.objects.all(),

@@ -521,3 +521,13 @@ def test_a_wrong_json_type_is_refused_not_coerced(reference_catalog, staff_clien
 
     assert_refused(response, {"fault": ["Must be text."]})
     assert not ChaosScenario.objects.filter(key="chaos-new").exists()
+
+
+@pytest.mark.parametrize(("field", "message"), [("slotId", "Must be a slot id."), ("budgetName", "Must be a budget name.")])
+def test_a_nul_character_in_a_row_name_is_refused_before_the_lookup(reference_catalog, staff_client, field, message):
+    # PostgreSQL refuses a NUL in a query: the slot and budget lookups were a 500 there.
+    response = send(staff_client, "post", "/api/candidates/", candidate_body(**{field: "codex-strong\u0000"}))
+    assert response.status_code == 400
+    assert response.json()[field] == [message]
+    response = send(staff_client, "patch", "/api/candidates/codex-luna/", {field: "x\u0000"})
+    assert response.status_code == 400 and response.json()[field] == [message]

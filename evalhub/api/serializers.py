@@ -45,6 +45,16 @@ class RejectUnknownFieldsMixin:
         return super().to_internal_value(data)  # type: ignore[misc]
 
 
+class KeyRelatedField(serializers.SlugRelatedField):
+    """A row named by its key (``slotId``, ``budgetName``). A name holding a NUL character is
+    refused as ``invalid`` before the lookup: PostgreSQL refuses one in a query (a 500)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class PassThroughChoiceField(serializers.ChoiceField):
     """A text field whose choices are documented (an OpenAPI enum) but checked by the model.
 
