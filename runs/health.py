@@ -10,10 +10,14 @@ monitors read it without signing in), the sentences — run ids, times — only 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from health_check.base import HealthCheck, HealthCheckResult
@@ -154,17 +158,47 @@ CHECKS = (
 DETAILS_HIDDEN = "failing (sign in to see why)"
 
 
+class _ClosingExecutor(ThreadPoolExecutor):
+    """A pool for one request's synchronous checks whose threads close their database
+    connections when each check ends.
+
+    The library runs them in the event loop's default executor: under a WSGI server every
+    request's loop makes new threads, and each thread's connection (kept ``CONN_MAX_AGE``
+    seconds on PostgreSQL, ``evalhub.settings.database_config``) was left open until the thread
+    was collected — ``runserver`` used up the server's connections within a minute of requests."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        def run() -> Any:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                connections.close_all()
+
+        return super().submit(run)
+
+
 class HealthView(HealthCheckView):
-    """django-health-check's view with two changes (its 4.x view has no setting for either):
+    """django-health-check's view with three changes (its 4.x view has no setting for them):
 
     * a failing check answers **503 Service Unavailable**, not the library's 500 (which reads as
       evalhub itself crashing, and which a monitor cannot tell from a traceback);
     * a visitor who is not signed in reads each check's name and whether it passed, never why it
       failed (run ids, times, paths): every format the library renders (HTML, JSON, text, feeds)
-      reads the same results, so they are replaced as the library stores them.
+      reads the same results, so they are replaced as the library stores them;
+    * its synchronous checks run in a pool of the request's own whose threads close their
+      database connections (:class:`_ClosingExecutor`).
     """
 
     show_details = False
+
+    @contextlib.contextmanager
+    def get_executor(self) -> Iterator[ThreadPoolExecutor]:
+        pool = _ClosingExecutor(max_workers=len(CHECKS), thread_name_prefix="evalhub-health")
+        try:
+            yield pool
+        finally:
+            # Not waited for: a check past its timeout already answered 503, and ends on its own.
+            pool.shutdown(wait=False)
 
     async def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         self.show_details = (await request.auser()).is_authenticated

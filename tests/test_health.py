@@ -225,3 +225,34 @@ def test_a_failing_nightly_shows_its_run_and_times_only_to_a_signed_in_user(clie
         signed_in.startswith("Unavailable: the last nightly started 72 h ago (")
         and f"{started.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC" in signed_in
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_checks_threads_close_their_database_connections(client, monkeypatch) -> None:
+    """Each request's synchronous checks run in threads of their own: a thread's connection left
+    open outlived the request (under runserver on PostgreSQL, every request's threads held theirs
+    until the server had none left)."""
+    import threading
+
+    from django.db import connections
+
+    used: list[str] = []
+    closed: list[str] = []
+    original_run, original_close = Database.run, type(connections["default"]).close
+
+    def run(self) -> None:
+        original_run(self)
+        used.append(threading.current_thread().name)
+
+    def close(self) -> None:
+        closed.append(threading.current_thread().name)
+        original_close(self)
+
+    monkeypatch.setattr(Database, "run", run)
+    # The class's own close: an in-memory test database ignores it, a file or a server's closes.
+    monkeypatch.setattr(type(connections["default"]), "close", close)
+    declare_periodic_tasks(now=timezone.now())
+    for _ in range(3):
+        assert client.get(reverse("health"), HTTP_ACCEPT="application/json").status_code == 200
+    assert len(used) == 3 and all(name.startswith("evalhub-health") for name in used)
+    assert set(used) <= set(closed), f"threads that left their connection open: {set(used) - set(closed)}"
