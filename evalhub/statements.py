@@ -165,10 +165,7 @@ class Read(Write):
 
     def found(self, variant: Hashable = (), **values: Any) -> bool:
         """Whether the read finds a row."""
-        sql, params = self.sql(variant, **values)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchone() is not None
+        return _first_row(self.sql(variant, **values)) is not None
 
     def first(self, variant: Hashable = (), **values: Any) -> Any:
         """The first row the read finds as a model instance, or None."""
@@ -181,9 +178,7 @@ class Read(Write):
             converters = compiler.get_converters([column[0] for column in compiler.select[: compiler.col_count]])
             related = get_related_populators(compiler.klass_info, compiler.select, database.alias)
             reader = self._readers[(database.alias, variant)] = (compiler, converters, related)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            row = cursor.fetchone()
+        row = _first_row((sql, params))
         if row is None:
             return None
         compiler, converters, related = reader
@@ -201,6 +196,50 @@ class Read(Write):
         return instance
 
 
+def _executed(sql: str, params: Sequence[Any]) -> Any:
+    """The database's own cursor after executing ``sql``, or None when Django must run it.
+
+    A compiled statement is executed on the backend's cursor (``create_cursor``: SQLite's
+    placeholders converted, PostgreSQL's types adapted, as Django's own cursor does) with
+    Django's checks around it — the connection opened or renewed after a failed health check,
+    not shared across threads, no statement inside a transaction that must roll back, the
+    driver's errors as Django's (``IntegrityError``…) — but without Django's cursor wrapper,
+    which cost as much again as SQLite's own execution of an execution's small writes. When the
+    connection's statements are watched — a query log (``DEBUG``, a test counting queries) or an
+    execute wrapper — it returns None, and the caller runs the statement through Django's
+    cursor, so every statement is seen."""
+    database = connections[connection.alias]
+    if database.queries_logged or database.execute_wrappers:
+        return None
+    database.close_if_health_check_failed()
+    database.ensure_connection()
+    database.validate_thread_sharing()
+    database.validate_no_broken_transaction()
+    with database.wrap_database_errors:
+        cursor = database.create_cursor()
+        try:
+            cursor.execute(sql, params)
+        except BaseException:
+            cursor.close()
+            raise
+    return cursor
+
+
+def _first_row(statement: tuple[str, Sequence[Any]]) -> Any:
+    """The first row a compiled read finds, or None."""
+    sql, params = statement
+    cursor = _executed(sql, params)
+    if cursor is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+    try:
+        with connections[connection.alias].wrap_database_errors:
+            return cursor.fetchone()
+    finally:
+        cursor.close()
+
+
 def run_statement(statement: tuple[str, Sequence[Any]]) -> int:
     """Execute a statement :meth:`Write.sql` made; the number of rows it changed.
 
@@ -208,19 +247,31 @@ def run_statement(statement: tuple[str, Sequence[Any]]) -> int:
     prepared — an observation's JSON encoded — every time) leave it holding SQLite's one write
     lock only while they run."""
     sql, params = statement
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    cursor = _executed(sql, params)
+    if cursor is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount
+    try:
         return cursor.rowcount
+    finally:
+        cursor.close()
 
 
 def run_insert_statement(statement: tuple[str, Sequence[Any]]) -> Any:
     """Execute an insert :meth:`Write.sql` made from :func:`insert_sql`; the new row's primary key."""
     sql, params = statement
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        if connection.features.can_return_columns_from_insert:
-            return cursor.fetchone()[0]
-        return cursor.lastrowid
+    returning = connection.features.can_return_columns_from_insert
+    cursor = _executed(sql, params)
+    if cursor is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()[0] if returning else cursor.lastrowid
+    try:
+        with connections[connection.alias].wrap_database_errors:
+            return cursor.fetchone()[0] if returning else cursor.lastrowid
+    finally:
+        cursor.close()
 
 
 def _select_sql(queryset: models.QuerySet) -> tuple[str, Sequence[Any]]:

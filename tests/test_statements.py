@@ -315,3 +315,66 @@ def test_a_scorecard_a_concurrent_scorer_stored_first_stands(reference_catalog: 
     assert stored[first.pk].scoring_version == "v2"
     assert stored[first.pk].document == SCORECARD["document"]
     assert stored[first.pk].created_at == NOW
+
+
+# --- executing a compiled statement ------------------------------------------------------------------
+
+
+@pytest.fixture
+def a_run(reference_catalog: None) -> Run:
+    from runs.services import create_run
+    from schedules.services import Selection, schedule_for_night
+
+    schedule, _ = schedule_for_night(seed="runner-live-seven-week-v1", now=NOW)
+    return create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), selection=Selection(limit=2))[0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("watched", [False, True], ids=["driver cursor", "django cursor"])
+def test_a_compiled_statement_runs_alike_watched_or_not(a_run: Run, watched: bool) -> None:
+    """Not watched, a compiled statement runs on the backend's own cursor; watched (a query log,
+    as every query-count pin is), on Django's, which logs it. The same rows change either way, a
+    refused write is Django's ``IntegrityError``, and a read finds the same row."""
+    import contextlib
+
+    from django.db import IntegrityError, connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from evalhub.statements import run_insert_statement, run_statement
+    from runs.models import Attempt
+
+    execution = a_run.executions.order_by("position").first()
+    watching = CaptureQueriesContext(connection) if watched else contextlib.nullcontext()
+    with watching as seen:
+        assert connection.queries_logged is watched
+        assert run_statement(services._RESERVE.sql(run=a_run.pk, fit=Decimal("0.4999995"), reserve=Decimal("0.5"))) == 1
+        assert run_statement(services._RESERVE.sql(run=a_run.pk, fit=Decimal("99"), reserve=Decimal("99"))) == 0
+        opening = services._OPEN_ATTEMPT.sql(execution=execution.pk, number=1, reserved=Decimal("0.5"), owner="host:1", started=NOW)
+        pk = run_insert_statement(opening)
+        with pytest.raises(IntegrityError), transaction.atomic():
+            run_insert_statement(opening)  # the same (execution, number) again
+        assert services._READ_CASE.first(key=execution.case_key).key == execution.case_key
+    if watched:
+        logged = [query["sql"] for query in seen.captured_queries]
+        assert sum('UPDATE "runs_run"' in sql for sql in logged) == 2
+        assert sum('INSERT INTO "runs_attempt"' in sql for sql in logged) == 2
+        assert sum('FROM "schedules_workflowcase"' in sql for sql in logged) == 1
+    assert Attempt.objects.get(pk=pk).number == 1
+    a_run.refresh_from_db()
+    assert a_run.reserved_usd == Decimal("0.5")
+
+
+@pytest.mark.django_db
+def test_a_compiled_statement_is_refused_inside_a_transaction_that_must_roll_back(a_run: Run) -> None:
+    from django.db import DatabaseError, transaction
+    from django.db.transaction import TransactionManagementError
+
+    from evalhub.statements import run_statement
+
+    statement = services._RESERVE.sql(run=a_run.pk, fit=Decimal("0.4999995"), reserve=Decimal("0.5"))
+    with transaction.atomic():
+        with pytest.raises(DatabaseError), transaction.atomic(savepoint=False):
+            run_statement(("SELECT * FROM no_such_table_here WHERE 1 = %s", [1]))
+        with pytest.raises(TransactionManagementError):
+            run_statement(statement)
+        transaction.set_rollback(True)
