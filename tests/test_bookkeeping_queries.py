@@ -114,8 +114,9 @@ def test_a_skipped_night_in_process_costs_a_fixed_number_of_statements(
     one query; in a test the run's transactions are savepoints, so a few fewer than the
     benchmark's count). The entries, the executions and the scorecards are one statement each on
     every database (a compiled insert executed for all the rows; SQLite's limit on a statement's
-    parameters split ``bulk_create``'s insert of the executions in two)."""
-    with django_assert_num_queries(42):
+    parameters split ``bulk_create``'s insert of the executions in two; with no notification
+    channel, the report's alerts are not read for delivery)."""
+    with django_assert_num_queries(41):
         outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal(12), now=NOW, environ={}, execute=True)
     assert outcome.summary.by_classification == {"skipped": 40}
     assert Run.objects.get(pk=outcome.run.pk).status == RunStatus.FINISHED
@@ -130,7 +131,7 @@ def test_a_completed_night_in_process_costs_a_fixed_number_of_statements(
     settled), 10 statements; the night around them as above: 11.0 per execution (14.3, then 11.3
     and 11.1 before)."""
     _fill_replay(NOW)
-    with django_assert_num_queries(441):
+    with django_assert_num_queries(440):
         outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal(12), now=NOW, environ=ENVIRON, execute=True)
     assert outcome.summary.by_classification == {"completed": 40}
     assert Attempt.objects.filter(execution__run=outcome.run, outcome="observation").count() == 40
