@@ -177,8 +177,8 @@ def _score(
     scorecards = []
     for execution in pending:
         observation = scoreable_observation(execution.observation)
-        # The column's own text, when the report read it (``_REPORTED_COLUMNS``) and the scorer's
-        # copy left nothing out of the document decoded from it: looked up without encoding again.
+        # The column's own text, when the report read it beside the document (``report_run``) and
+        # the scorer's copy left nothing out of the document decoded from it: looked up as it is.
         text = getattr(execution, "observation_text", None) if observation == execution.observation else None
         document = score_observation(
             observation,
