@@ -59,7 +59,12 @@ from evalhub.interrupts import terminate_as_interrupt
 from evalhub.logging import RedactingStream
 from evalhub.secrets import redact, redact_data, redactor
 from evalhub.statements import Read, Write, insert_rows_sql, insert_sql, run_insert_statement, run_statement, update_sql
-from runs.evaluation.observation_schema import remember_valid_observation, validate_observation, validate_plain_observation
+from runs.evaluation.observation_schema import (
+    MAX_JSON_INTEGER,
+    remember_valid_observation,
+    validate_observation,
+    validate_plain_observation,
+)
 from runs.evaluation.observations import finite_json, missing_environment_message, unavailable_observation
 from runs.executors import ExecutionRequest, InfrastructureError, executor_for
 from runs.executors.base import ArtifactSink
@@ -1940,8 +1945,6 @@ def _plain_or_stored_form(observation: Any, secrets: list[str]) -> tuple[Any, bo
 
 #: How deep :func:`_plain_stored_form` goes before leaving a document to the two walks.
 _PLAIN_DEPTH = 64
-#: The largest int the one walk keeps: a larger one is no JSON number (``validate_observation`` says so).
-_PLAIN_INT = int(1e308)
 
 
 class _NotPlain(Exception):
@@ -1955,7 +1958,8 @@ def _plain_stored_form(value: Any, scrub: Callable[[str], str], depth: int) -> A
     if kind is float:
         return value if math.isfinite(value) else None
     if kind is int:
-        if -_PLAIN_INT <= value <= _PLAIN_INT:
+        # A larger one is no JSON number: the two walks keep it for validate_observation to say so.
+        if -MAX_JSON_INTEGER <= value <= MAX_JSON_INTEGER:
             return value
         raise _NotPlain
     if kind is bool or value is None:

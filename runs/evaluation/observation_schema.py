@@ -736,7 +736,8 @@ def _same_value_zero_key(value: Any) -> tuple[str, Any]:
     return ("object", id(value))
 
 
-_MAX_JSON_INTEGER = int(1e308)
+#: The largest integer a JSON number may be here (a larger one is not a finite double).
+MAX_JSON_INTEGER = int(1e308)
 
 
 def _non_json_list(value: Any) -> list[str]:
@@ -755,7 +756,7 @@ def _plain_json(value: Any) -> bool:
     if kind is list:
         return all(_plain_json(child) for child in value)
     if kind is int:
-        return abs(value) <= _MAX_JSON_INTEGER
+        return abs(value) <= MAX_JSON_INTEGER
     if kind is float:
         return math.isfinite(value)
     return False  # subclasses and other types: the full walk decides (and words it)
@@ -775,7 +776,7 @@ def _non_json_problems(value: Any, path: str) -> Iterator[str]:
     elif isinstance(value, float):
         if not math.isfinite(value):
             yield f"{_label(path)} must be a finite number"
-    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _MAX_JSON_INTEGER:
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_JSON_INTEGER:
         # JSON numbers are doubles in the reference: a bigger integer cannot be scored (float() overflows).
         yield f"{_label(path)} is too large: numbers must fit a double (at most 1e308)"
     elif value is not None and not isinstance(value, (str, int)):  # bool is an int
