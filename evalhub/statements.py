@@ -197,7 +197,7 @@ class Read(Write):
 
 
 def _executed(sql: str, params: Sequence[Any]) -> Any:
-    """The database's own cursor after executing ``sql``, or None when Django must run it.
+    """A cursor that has executed ``sql``: the caller reads it and closes it.
 
     A compiled statement is executed on the backend's cursor (``create_cursor``: SQLite's
     placeholders converted, PostgreSQL's types adapted, as Django's own cursor does) with
@@ -206,38 +206,39 @@ def _executed(sql: str, params: Sequence[Any]) -> Any:
     driver's errors as Django's (``IntegrityError``…) — but without Django's cursor wrapper,
     which cost as much again as SQLite's own execution of an execution's small writes. When the
     connection's statements are watched — a query log (``DEBUG``, a test counting queries) or an
-    execute wrapper — it returns None, and the caller runs the statement through Django's
-    cursor, so every statement is seen."""
+    execute wrapper — it runs on Django's cursor, so every statement is seen."""
     database = connections[connection.alias]
     if database.queries_logged or database.execute_wrappers:
-        return None
-    database.close_if_health_check_failed()
-    database.ensure_connection()
-    database.validate_thread_sharing()
-    database.validate_no_broken_transaction()
-    with database.wrap_database_errors:
-        cursor = database.create_cursor()
-        try:
+        cursor = database.cursor()
+    else:
+        database.close_if_health_check_failed()
+        database.ensure_connection()
+        database.validate_thread_sharing()
+        database.validate_no_broken_transaction()
+        with database.wrap_database_errors:
+            cursor = database.create_cursor()
+    try:
+        with database.wrap_database_errors:
             cursor.execute(sql, params)
-        except BaseException:
-            cursor.close()
-            raise
+    except BaseException:
+        cursor.close()
+        raise
     return cursor
+
+
+def _read(statement: tuple[str, Sequence[Any]], read: Callable[[Any], Any]) -> Any:
+    """``read(cursor)`` of a cursor that executed ``statement`` (:func:`_executed`), then closed."""
+    cursor = _executed(*statement)
+    try:
+        with connections[connection.alias].wrap_database_errors:
+            return read(cursor)
+    finally:
+        cursor.close()
 
 
 def _first_row(statement: tuple[str, Sequence[Any]]) -> Any:
     """The first row a compiled read finds, or None."""
-    sql, params = statement
-    cursor = _executed(sql, params)
-    if cursor is None:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchone()
-    try:
-        with connections[connection.alias].wrap_database_errors:
-            return cursor.fetchone()
-    finally:
-        cursor.close()
+    return _read(statement, lambda cursor: cursor.fetchone())
 
 
 def run_statement(statement: tuple[str, Sequence[Any]]) -> int:
@@ -246,32 +247,14 @@ def run_statement(statement: tuple[str, Sequence[Any]]) -> int:
     A transaction's statements made before it opens (compiled the first time, their values
     prepared — an observation's JSON encoded — every time) leave it holding SQLite's one write
     lock only while they run."""
-    sql, params = statement
-    cursor = _executed(sql, params)
-    if cursor is None:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount
-    try:
-        return cursor.rowcount
-    finally:
-        cursor.close()
+    return _read(statement, lambda cursor: cursor.rowcount)
 
 
 def run_insert_statement(statement: tuple[str, Sequence[Any]]) -> Any:
     """Execute an insert :meth:`Write.sql` made from :func:`insert_sql`; the new row's primary key."""
-    sql, params = statement
-    returning = connection.features.can_return_columns_from_insert
-    cursor = _executed(sql, params)
-    if cursor is None:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchone()[0] if returning else cursor.lastrowid
-    try:
-        with connections[connection.alias].wrap_database_errors:
-            return cursor.fetchone()[0] if returning else cursor.lastrowid
-    finally:
-        cursor.close()
+    if connection.features.can_return_columns_from_insert:
+        return _read(statement, lambda cursor: cursor.fetchone()[0])
+    return _read(statement, lambda cursor: cursor.lastrowid)
 
 
 def _select_sql(queryset: models.QuerySet) -> tuple[str, Sequence[Any]]:
