@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -74,13 +74,27 @@ class Write:
         nulls = frozenset(name for name, value in values.items() if value is None)
         # The connection itself, not the proxy, which looks the thread's connection up at every use.
         database = connections[connection.alias]
-        key = (database.alias, variant, nulls)
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            with self._lock:
-                compiled = self._compiled.get(key) or self._compile(variant, nulls)
-                self._compiled[key] = compiled
+        compiled = self._compiled.get((database.alias, variant, nulls)) or self._compiled_for(database, variant, nulls)
         return compiled.sql, compiled.fill(self._prepare(values, nulls, database))
+
+    def prepare(self, variant: Hashable = (), nulls: Iterable[str] = ()) -> None:
+        """Compile the shape ``variant`` with the slots ``nulls`` None for the current database
+        now rather than at its first use (a worker prepares its executions' statements when it
+        starts, ``runs.services.prepare_worker_statements``). Raises as a compile does
+        (:class:`RuntimeError`, :class:`TypeError`)."""
+        unknown = set(nulls) - self.slots.keys()
+        if unknown:
+            raise TypeError(f"{self.name}: no slots {sorted(unknown)}")
+        self._compiled_for(connections[connection.alias], variant, frozenset(nulls))
+
+    def _compiled_for(self, database: Any, variant: Hashable, nulls: frozenset[str]) -> Compiled:
+        """The shape's statement for ``database``, compiled the first time it is asked for."""
+        key = (database.alias, variant, nulls)
+        with self._lock:
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                compiled = self._compiled[key] = self._compile(variant, nulls)
+        return compiled
 
     def execute(self, variant: Hashable = (), **values: Any) -> int:
         """Execute the write; the number of rows it changed."""
@@ -95,12 +109,7 @@ class Write:
         (``rows``: every slot of each row, by name). A None value is a parameter like any other in
         an insert (the SQL has no ``IS NULL``), so every row fills the statement compiled without nulls."""
         database = connections[connection.alias]
-        key = (database.alias, variant, frozenset())
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            with self._lock:
-                compiled = self._compiled.get(key) or self._compile(variant, frozenset())
-                self._compiled[key] = compiled
+        compiled = self._compiled.get((database.alias, variant, frozenset())) or self._compiled_for(database, variant, frozenset())
         slots = self.slots
         params = []
         for values in rows:
@@ -171,13 +180,7 @@ class Read(Write):
         """The first row the read finds as a model instance, or None."""
         sql, params = self.sql(variant, **values)
         database = connections[connection.alias]
-        reader = self._readers.get((database.alias, variant))
-        if reader is None:
-            compiler = self.queryset(values, variant).query.get_compiler(connection=database)
-            compiler.as_sql()  # fills in what its columns are: the model, its related rows, its annotations
-            converters = compiler.get_converters([column[0] for column in compiler.select[: compiler.col_count]])
-            related = get_related_populators(compiler.klass_info, compiler.select, database.alias)
-            reader = self._readers[(database.alias, variant)] = (compiler, converters, related)
+        reader = self._readers.get((database.alias, variant)) or self._reader_for(database, variant, values)
         row = _first_row((sql, params))
         if row is None:
             return None
@@ -194,6 +197,28 @@ class Read(Write):
         for name, position in compiler.annotation_col_map.items():
             setattr(instance, name, row[position])
         return instance
+
+    def prepare(self, variant: Hashable = (), nulls: Iterable[str] = ()) -> None:
+        """:meth:`Write.prepare`, and what :meth:`first` builds its instances with."""
+        super().prepare(variant, nulls)
+        database = connections[connection.alias]
+        made_up = {name: None if name in nulls else _made_up(field, 0) for name, field in self.slots.items()}
+        self._reader_for(database, variant, made_up)
+
+    def _reader_for(self, database: Any, variant: Hashable, values: Mapping[str, Any]) -> tuple[Any, dict[int, Any], list[Any]]:
+        """The compiler whose columns :meth:`first` reads (the model, its related rows, its
+        annotations), their converters and the related rows' populators, found once per database
+        and variant (the values only fill the compiled query)."""
+        key = (database.alias, variant)
+        with self._lock:
+            reader = self._readers.get(key)
+            if reader is None:
+                compiler = self.queryset(values, variant).query.get_compiler(connection=database)
+                compiler.as_sql()  # fills in what its columns are: the model, its related rows, its annotations
+                converters = compiler.get_converters([column[0] for column in compiler.select[: compiler.col_count]])
+                related = get_related_populators(compiler.klass_info, compiler.select, database.alias)
+                reader = self._readers[key] = (compiler, converters, related)
+        return reader
 
 
 def _executed(sql: str, params: Sequence[Any]) -> Any:

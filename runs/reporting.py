@@ -233,6 +233,12 @@ _INSERT_SCORECARDS = Write(
 )
 
 
+def prepare_report_statements() -> None:
+    """Compile the statements a report makes for the current database now rather than in the
+    first report (``runs.services.prepare_worker_statements``)."""
+    _INSERT_SCORECARDS.prepare()
+
+
 def _coverage_catalog() -> tuple[list[str], int]:
     row = CoverageCatalog.objects.order_by("pk").first()
     if row is None:

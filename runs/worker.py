@@ -38,13 +38,19 @@ def keep_database_connection() -> None:
 def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
     """A worker process started: SIGTERM/SIGINT now stop it within a bounded time (the current
     execution is interrupted and handed back), its database connection is kept across its tasks
-    (:func:`keep_database_connection`), and the reaper runs once, so a night left behind by a
+    (:func:`keep_database_connection`), its executions' statements are compiled
+    (``runs.services.prepare_worker_statements``), and the reaper runs once, so a night left behind by a
     dead worker goes on as soon as any worker is up. Never raises (the worker must start)."""
     leases.install_worker_signal_handlers()
     keep_database_connection()
-    try:
-        from runs.services import reap
+    from runs.services import prepare_worker_statements, reap
 
+    try:
+        prepare_worker_statements()
+    except Exception as exc:
+        # Each statement is then compiled at its first use, as it would have been.
+        logger.warning("worker %s started; preparing its statements failed: %s", proc_name, redact(f"{type(exc).__name__}: {exc}"))
+    try:
         summary = reap()
         if summary.taken_back or summary.finalised or summary.redispatched or summary.reported:
             logger.warning("worker %s started: %s", proc_name, summary.line())
