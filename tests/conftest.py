@@ -106,3 +106,23 @@ def signed_in(browser, live_server, nights, django_user_model):
     sign_in(page, live_server.url, "stakeholder", "pw-stakeholder-123")
     yield page
     context.close()
+
+
+@pytest.fixture
+def dispatched_night(reference_catalog, replay_executors):
+    """The reference seed's night of 2026-08-19 (40 executions) created and dispatched, each
+    with a completed observation ($0.01) to replay; the tasks themselves are run by the tests."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from runs.executors.replay import REPLAY_STORE
+    from runs.services import create_run, dispatch_run
+    from schedules.services import schedule_for_night
+    from tests.builders import completed_observation
+
+    schedule, _ = schedule_for_night(seed="runner-live-seven-week-v1", now=dt.datetime(2026, 8, 19, 4, 0, tzinfo=dt.UTC))
+    run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), trigger="nightly")
+    dispatch_run(run)
+    for execution in run.executions.select_related("entry"):
+        REPLAY_STORE[execution.execution_id] = completed_observation(execution.entry.to_document(), cost_usd=0.01)
+    return run

@@ -20,7 +20,7 @@ import pytest
 from runs import services
 from runs.executors.replay import REPLAY_STORE
 from runs.models import Attempt, Execution, Run, RunStatus
-from runs.services import create_run, dispatch_run, execute_execution, start_nightly
+from runs.services import create_run, execute_execution, start_nightly
 from runs.tasks import run_execution
 from schedules.services import preview_schedule, schedule_for_night
 from tests.builders import completed_observation
@@ -31,14 +31,9 @@ ENVIRON = {"OPENAI_API_KEY": "x-bk-0a9Qz", "OPENROUTER_API_KEY": "x-bk-1b8Wy", "
 
 
 @pytest.fixture
-def night(reference_catalog: None, replay_executors: Any) -> Run:
-    """Tonight's 40 executions dispatched (the tasks themselves are run by the tests)."""
-    schedule, _ = schedule_for_night(seed=SEED, now=NOW)
-    run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), trigger="nightly")
-    dispatch_run(run)
-    for execution in run.executions.select_related("entry"):
-        REPLAY_STORE[execution.execution_id] = completed_observation(execution.entry.to_document(), cost_usd=0.01)
-    return run
+def night(dispatched_night: Run) -> Run:
+    """Tonight's 40 executions dispatched (``tests.conftest.dispatched_night``)."""
+    return dispatched_night
 
 
 def pending_pks(run: Run) -> list[int]:

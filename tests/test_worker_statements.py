@@ -4,36 +4,18 @@ a skipped execution, completed ones, the run's report — compiles nothing more.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from evalhub.statements import Read, Write
 from runs import leases, reporting, services, worker
-from runs.executors.replay import REPLAY_STORE
 from runs.models import Execution, Report, Run, RunStatus
-from runs.services import create_run, dispatch_run, prepare_worker_statements
+from runs.services import prepare_worker_statements
 from runs.tasks import run_execution
-from schedules.services import schedule_for_night
-from tests.builders import completed_observation
 
-SEED = "runner-live-seven-week-v1"
-NOW = dt.datetime(2026, 8, 19, 4, 0, tzinfo=dt.UTC)
 ENVIRON = {"OPENAI_API_KEY": "x-ws-0a9Qz", "OPENROUTER_API_KEY": "x-ws-1b8Wy", "ANTHROPIC_API_KEY": "x-ws-2c7Ex"}
-
-
-@pytest.fixture
-def night(reference_catalog: None, replay_executors: Any) -> Run:
-    """Tonight's 40 executions dispatched, each with a completed observation to replay."""
-    schedule, _ = schedule_for_night(seed=SEED, now=NOW)
-    run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), trigger="nightly")
-    dispatch_run(run)
-    for execution in run.executions.select_related("entry"):
-        REPLAY_STORE[execution.execution_id] = completed_observation(execution.entry.to_document(), cost_usd=0.01)
-    return run
 
 
 def worker_statements() -> list[Write]:
@@ -69,13 +51,13 @@ def fresh_process(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.mark.django_db
 def test_a_night_served_after_the_statements_are_prepared_compiles_nothing(
-    night: Run, fresh_process: list[str], monkeypatch: pytest.MonkeyPatch
+    dispatched_night: Run, fresh_process: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prepare_worker_statements()
     prepared = list(fresh_process)
     assert prepared, "preparing compiled nothing"
     fresh_process.clear()
-    first, *rest = night.executions.order_by("position").values_list("pk", flat=True)
+    first, *rest = dispatched_night.executions.order_by("position").values_list("pk", flat=True)
     # Without its credentials the first execution is skipped; with them the others complete.
     assert run_execution(first).startswith(f"execution {first}: settled")
     for name, value in ENVIRON.items():
@@ -83,21 +65,21 @@ def test_a_night_served_after_the_statements_are_prepared_compiles_nothing(
     for pk in rest:
         assert run_execution(pk).startswith(f"execution {pk}: settled")
     assert fresh_process == []
-    night.refresh_from_db()
-    assert night.status == RunStatus.FINISHED
-    assert Report.objects.filter(run=night).exists()
-    classifications = list(Execution.objects.filter(run=night).order_by("position").values_list("classification", flat=True))
+    dispatched_night.refresh_from_db()
+    assert dispatched_night.status == RunStatus.FINISHED
+    assert Report.objects.filter(run=dispatched_night).exists()
+    classifications = list(Execution.objects.filter(run=dispatched_night).order_by("position").values_list("classification", flat=True))
     assert classifications[0] == "skipped" and set(classifications[1:]) == {"completed"}
 
 
 @pytest.mark.django_db
 def test_without_preparing_the_same_night_compiles_them_in_its_first_executions(
-    night: Run, fresh_process: list[str], monkeypatch: pytest.MonkeyPatch
+    dispatched_night: Run, fresh_process: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The test above would pass with nothing compiled at all: this one shows what the night compiles by itself."""
     for name, value in ENVIRON.items():
         monkeypatch.setenv(name, value)
-    for pk in night.executions.order_by("position").values_list("pk", flat=True):
+    for pk in dispatched_night.executions.order_by("position").values_list("pk", flat=True):
         run_execution(pk)
     assert len(fresh_process) >= 10
     assert any(name.startswith("insert scorecards") for name in fresh_process)
