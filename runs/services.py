@@ -1585,7 +1585,7 @@ def prepare_worker_statements() -> None:
 
 
 #: ``(statement, variant, slots that are None)`` of each statement a completed or skipped
-#: execution makes, in the order an execution makes them (``tests/test_statements.py`` checks
+#: execution makes, in the order an execution makes them (``tests/test_worker_statements.py`` checks
 #: that running both compiles nothing more).
 _WORKER_SHAPES: tuple[tuple[Write, Any, tuple[str, ...]], ...] = (
     (_READ_CLAIMABLE, (), ()),

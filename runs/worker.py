@@ -43,14 +43,16 @@ def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> N
     dead worker goes on as soon as any worker is up. Never raises (the worker must start)."""
     leases.install_worker_signal_handlers()
     keep_database_connection()
-    from runs.services import prepare_worker_statements, reap
-
     try:
+        from runs.services import prepare_worker_statements
+
         prepare_worker_statements()
     except Exception as exc:
         # Each statement is then compiled at its first use, as it would have been.
         logger.warning("worker %s started; preparing its statements failed: %s", proc_name, redact(f"{type(exc).__name__}: {exc}"))
     try:
+        from runs.services import reap
+
         summary = reap()
         if summary.taken_back or summary.finalised or summary.redispatched or summary.reported:
             logger.warning("worker %s started: %s", proc_name, summary.line())
