@@ -2,8 +2,8 @@
 against django-q2's own no-op task rate on the same broker, and a night's wall time with 1 and 2
 workers. Prints a Markdown table (copied into docs/benchmarks.md).
 
-Run as ``python tests/bench_cluster.py [--night-delay 2] [--repeats 3] [--rates-only] [--compare
-TREE]``: it migrates a file SQLite database in a temporary directory (the embedded default:
+Run as ``python tests/bench_cluster.py [--night-delay 2] [--repeats 3] [--pairs 3] [--rates-only]
+[--compare TREE]``: it migrates a file SQLite database in a temporary directory (the embedded default:
 SQLite + ORM broker), or uses ``DATABASE_URL`` and ``REDIS_URL`` when both are set, and starts
 and stops its own clusters. ``--rates-only`` leaves out the nights of slow executions;
 ``--compare TREE`` (another checkout, e.g. a worktree of ``main``) measures the rates of that tree
@@ -21,25 +21,36 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
-# Both sides are timed alike: from the first ``async_task`` (the same call, on the same broker,
-# through the same cluster command and Q_CLUSTER settings) to the last of their task rows saved by
-# the cluster, polled every 10 ms the same way. A night's last task finishes and reports the run
-# before it returns, so evalhub's time covers the finalisation too. The night's schedule and run are
-# built before the clock starts (that is the nightly task's work, not the executions').
+# Both sides are timed alike, by the task rows the cluster saves (django-q2's own clock, set in the
+# worker process): from the first task's ``started`` to the last one's ``stopped``. The same
+# ``async_task`` call queues both sides' tasks on the same broker, through the same cluster command
+# and Q_CLUSTER settings, and both wait the same way for all their rows (every 0.1 s: the wait does
+# not set the clock, so it need not compete with the cluster for the cores). Counting from
+# the first task taken rather than from the first ``async_task`` leaves out the pusher's poll phase:
+# the ORM broker sleeps ``poll`` whenever it finds the queue empty, so a batch was first taken after
+# a random 0-200 ms wait that has nothing to do with either side's tasks. A night's last task
+# finishes and reports the run before it stops, so evalhub's time covers the finalisation too. The
+# night's schedule and run are built before anything is queued (the nightly task's work, not the
+# executions').
 SNIPPET = """
 import json, sys, time
 import django
 django.setup()
 from django.db import transaction
+from django.db.models import Max, Min
 from django_q.models import Task
 from django_q.tasks import async_task
 command = sys.argv[1]
+def worked(group):
+    span = Task.objects.filter(group=group).aggregate(first=Min("started"), last=Max("stopped"))
+    return (span["last"] - span["first"]).total_seconds()
 if command == "noop":
     n = int(sys.argv[2])
     group = f"noop-{time.time_ns()}"
@@ -47,8 +58,8 @@ if command == "noop":
     for _ in range(n):
         async_task("tests.cluster_support.noop", group=group)
     while Task.objects.filter(group=group).count() < n:
-        time.sleep(0.01)
-    print(json.dumps({"seconds": time.monotonic() - started, "n": n}))
+        time.sleep(0.1)
+    print(json.dumps({"seconds": time.monotonic() - started, "worked": worked(group), "n": n}))
 elif command == "night":
     from decimal import Decimal
     from django.utils import timezone
@@ -70,11 +81,11 @@ elif command == "night":
     with transaction.atomic():
         n = dispatch_run(run)
     while Task.objects.filter(group=f"run-{run.pk}").count() < n:
-        time.sleep(0.01)
+        time.sleep(0.1)
     ended = time.monotonic()
     row = Run.objects.get(pk=run.pk)
     reported = Run.objects.filter(pk=run.pk, report__isnull=False).exists()
-    print(json.dumps({"seconds": ended - started, "prepare": queued - started, "executing": ended - queued, "n": n, "status": row.status, "reported": reported}))
+    print(json.dumps({"seconds": ended - started, "prepare": queued - started, "executing": ended - queued, "worked": worked(f"run-{run.pk}"), "n": n, "status": row.status, "reported": reported}))
 """
 
 
@@ -91,7 +102,10 @@ def environment(base: dict[str, str], workers: int, delay: float, repo: Path = R
     }
 
 
-def measure(base: dict[str, str], workers: int, delay: float, command: str, *args: str, repo: Path = REPO) -> dict:
+def measure(base: dict[str, str], workers: int, delay: float, batches: list[list[str]], repo: Path = REPO) -> list[dict]:
+    """Start one cluster of ``workers`` worker processes on ``repo``'s code, warm it up with one
+    no-op task, run each batch (the SNIPPET's command and arguments) in turn, and stop it; returns
+    each batch's timings."""
     env = {**environment(base, workers, delay, repo), "EVALHUB_TEST_Q_NAME": f"bench-{uuid.uuid4().hex[:8]}"}
     cluster = subprocess.Popen(
         [PYTHON, "manage.py", "worker", "--grace", "10"],
@@ -101,15 +115,20 @@ def measure(base: dict[str, str], workers: int, delay: float, command: str, *arg
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    results = []
     try:
         # Warm up: the cluster is ready once it has run one no-op task.
         subprocess.run([PYTHON, "-c", SNIPPET, "noop", "1"], cwd=repo, env=env, check=True, capture_output=True, timeout=300)
-        done = subprocess.run([PYTHON, "-c", SNIPPET, command, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise SystemExit(f"bench_cluster: {command} with {workers} worker(s) failed:\n{done.stderr[-3000:]}")
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"  {repo.name}: {command}, {workers} worker(s), {delay:g} s executions: {result}", file=sys.stderr, flush=True)
-        return result
+        for command, *args in batches:
+            done = subprocess.run([PYTHON, "-c", SNIPPET, command, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                raise SystemExit(f"bench_cluster: {command} with {workers} worker(s) failed:\n{done.stderr[-3000:]}")
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            print(f"  {repo.name}: {command}, {workers} worker(s), {delay:g} s executions: {result}", file=sys.stderr, flush=True)
+            results.append(result)
+            # Let what a batch left behind (the monitor's last saves) settle before the next one.
+            time.sleep(0.5)
+        return results
     finally:
         cluster.send_signal(signal.SIGTERM)
         try:
@@ -120,11 +139,12 @@ def measure(base: dict[str, str], workers: int, delay: float, command: str, *arg
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    # As many no-op tasks as a night has executions: the cluster's start-up latency (its first
-    # poll) weighs on both sides alike.
+    # As many no-op tasks as a night has executions: the pipeline's per-task costs (the pusher's
+    # dequeue, the monitor's save) weigh on both sides alike.
     parser.add_argument("--noop-tasks", type=int, default=40)
     parser.add_argument("--night-delay", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of batches (a no-op batch and a night) per cluster")
     parser.add_argument("--rates-only", action="store_true", help="leave out the nights of slow executions")
     parser.add_argument("--compare", type=Path, help="another tree whose rates are measured interleaved with this one's")
     options = parser.parse_args()
@@ -144,20 +164,24 @@ def main() -> None:
         bases[tree] = {**base} if shared else {**base, "EVALHUB_SQLITE_PATH": str(directory / f"bench-{number}.sqlite3")}
         migrate(bases[tree], tree)
     rates = {tree: {workers: {"noop": [], "evalhub": []} for workers in (1, 2)} for tree in trees}
-    # Interleaved repeats (django-q2's no-op, evalhub's night, for 1 then 2 workers, again and
-    # again; with ``--compare`` each tree in turn, their order alternating): a machine shared with
-    # other jobs slows both sides of a ratio alike.
+    # Interleaved repeats: for 1 then 2 workers, again and again (with ``--compare`` each tree in
+    # turn, their order alternating), one cluster per tree that runs ``--pairs`` pairs of batches,
+    # a no-op batch and a night, the pair's order alternating too. Both sides of a ratio run on the
+    # same cluster processes, warmed alike, and a machine shared with other jobs slows them alike.
     for repeat in range(options.repeats):
         for workers in (1, 2):
             for tree in trees if repeat % 2 == 0 else trees[::-1]:
-                noop = measure(bases[tree], workers, 0, "noop", str(options.noop_tasks), repo=tree)
-                night = measure(bases[tree], workers, 0, "night", repo=tree)
-                # The rate counts from the night's executions being queued to their last task row
-                # (the last task reports the run before it returns): building and saving the
-                # schedule and the run (``prepare``) is the nightly task's, not the executions'.
-                rates[tree][workers]["noop"].append(noop["n"] / noop["seconds"])
-                rates[tree][workers]["evalhub"].append(night["n"] / night["executing"])
-    print(f"broker: {broker}; {options.repeats} interleaved repeats; load average: {os.getloadavg()[0]:.1f}")
+                pairs = [
+                    [["noop", str(options.noop_tasks)], ["night"]][:: 1 if (repeat + pair) % 2 == 0 else -1]
+                    for pair in range(options.pairs)
+                ]
+                for result in measure(bases[tree], workers, 0, [batch for pair in pairs for batch in pair], repo=tree):
+                    # The rate counts from the first task taken to the last one stopped (see
+                    # SNIPPET): building and saving the night's schedule and run (``prepare``) is
+                    # the nightly task's, not the executions', and the pusher's first poll is
+                    # neither side's.
+                    rates[tree][workers]["evalhub" if "status" in result else "noop"].append(result["n"] / result["worked"])
+    print(f"broker: {broker}; {options.repeats} interleaved repeats of {options.pairs} pairs; load average: {os.getloadavg()[0]:.1f}")
     print("| tree | workers | django-q2 no-op tasks/s (best / median) | evalhub no-op executions/s (best / median) | ratio (medians) |")
     print("|---|---|---|---|---|")
     for tree in trees:
@@ -169,7 +193,7 @@ def main() -> None:
             )
     if options.rates_only:
         return
-    slow = {workers: measure(bases[REPO], workers, options.night_delay, "night")["seconds"] for workers in (1, 2)}
+    slow = {workers: measure(bases[REPO], workers, options.night_delay, [["night"]])[0]["seconds"] for workers in (1, 2)}
     print(
         f"| night of 40 × {options.night_delay:g} s executions | 1 worker: {slow[1]:.1f} s | 2 workers: {slow[2]:.1f} s | {slow[1] / slow[2]:.2f}× faster |"
     )
