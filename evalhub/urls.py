@@ -13,7 +13,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from candidates.api import BudgetViewSet, CandidateViewSet, SlotViewSet
+from candidates.api import BudgetViewSet
 from runs.api import (
     AlertViewSet,
     ComparisonView,
@@ -40,7 +40,16 @@ from runs.views import (
     run_progress_view,
     signal_view,
 )
-from schedules.api import ChaosScenarioViewSet, CoverageView, SchedulePreviewView, ScheduleViewSet, TonightView, WorkflowCaseViewSet
+from schedules.api import (
+    ChaosScenarioViewSet,
+    CoverageCheckedCandidateViewSet,
+    CoverageCheckedSlotViewSet,
+    CoverageView,
+    SchedulePreviewView,
+    ScheduleViewSet,
+    TonightView,
+    WorkflowCaseViewSet,
+)
 from schedules.views import candidates_view, coverage_view, tonight_view
 
 # The admin's pages need the width of a 1366 px window for their lists (the candidate list with its
@@ -82,8 +91,8 @@ class ApiRouter(DefaultRouter):
 
 
 router = ApiRouter()
-router.register("slots", SlotViewSet, basename="slot")
-router.register("candidates", CandidateViewSet, basename="candidate")
+router.register("slots", CoverageCheckedSlotViewSet, basename="slot")
+router.register("candidates", CoverageCheckedCandidateViewSet, basename="candidate")
 router.register("budgets", BudgetViewSet, basename="budget")
 router.register("cases", WorkflowCaseViewSet, basename="case")
 router.register("chaos-scenarios", ChaosScenarioViewSet, basename="chaos-scenario")

@@ -5,6 +5,10 @@
   document (``paperclip.runner.live-eval-schedule.v1``) plus ``id`` and ``night``.
 * ``/api/schedules/preview/``: tonight's (or any) schedule computed from the catalog, not saved.
 * ``/api/coverage/``: the four weekly coverage invariants of the catalog.
+
+A write to the catalog (slots, candidates, workflow cases) that leaves the week's coverage broken
+succeeds with the coverage warning in its ``Evalhub-Coverage-Warning`` response header, as the
+admin shows it on the page (:class:`CoverageWarningMixin`).
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ from typing import Any
 from django.db.models import F, QuerySet
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from candidates.api import BudgetDocumentSerializer, CandidateDocumentSerializer
+from candidates.api import BudgetDocumentSerializer, CandidateDocumentSerializer, CandidateViewSet, SlotViewSet
 from evalhub.api.params import WholeNumberParam, reject_unknown_params
 from evalhub.api.serializers import ModelCleanSerializer, PassThroughChoiceField
 from evalhub.api.views import ApiViewMixin, CatalogViewSet, ReadOnlyViewSet
@@ -31,7 +35,7 @@ from schedules.coverage import COVERAGE_INVARIANTS, failed_invariants
 from schedules.filters import ChaosScenarioFilter, ScheduleFilter
 from schedules.models import PROVIDERS, ChaosScenario, Fault, Lane, Schedule, WorkflowCase
 from schedules.queries import tonight_schedule
-from schedules.services import Selection, campaign_ceiling, catalog_coverage, catalog_coverage_matrix, preview_schedule
+from schedules.services import Selection, campaign_ceiling, catalog_coverage, catalog_coverage_matrix, coverage_warning, preview_schedule
 
 LENIENT_TEXT = {"allow_blank": True, "trim_whitespace": False}
 
@@ -121,7 +125,79 @@ class ChaosScenarioSerializer(ModelCleanSerializer):
         return ChaosScenario.objects.all()
 
 
-class WorkflowCaseViewSet(CatalogViewSet):
+#: The response header a catalog write's coverage warning is sent in.
+COVERAGE_WARNING_HEADER = "Evalhub-Coverage-Warning"
+
+
+def _coverage_warning_response(status_code: int) -> OpenApiParameter:
+    """The header, as the OpenAPI schema documents it on a catalog write's ``status_code`` response."""
+    return OpenApiParameter(
+        COVERAGE_WARNING_HEADER,
+        location=OpenApiParameter.HEADER,
+        response=[status_code],
+        description=(
+            "Sent when the write succeeded but left the week's coverage broken: the failed invariants and their arithmetic, "
+            "and that every nightly is refused until the catalog is fixed (GET /api/coverage/ shows the gap)."
+        ),
+    )
+
+
+class CoverageWarningMixin:
+    """After a create, update or delete of the catalog through the API (slots, candidates,
+    workflow cases), the coverage warning the admin shows (``schedules.admin.CoverageWarningMixin``,
+    :func:`schedules.services.coverage_warning`): when the week's coverage no longer holds,
+    ``nightly`` refuses to run, and a bare 201/200/204 would hide it. The write still succeeds;
+    the warning is the ``Evalhub-Coverage-Warning`` header of its response (a header, so the body
+    stays the document a client can send back). One coverage computation per successful write;
+    none for a refused one or a read."""
+
+    def perform_create(self, serializer: Any) -> None:
+        super().perform_create(serializer)  # type: ignore[misc]
+        self._catalog_changed = True
+
+    def perform_update(self, serializer: Any) -> None:
+        super().perform_update(serializer)  # type: ignore[misc]
+        self._catalog_changed = True
+
+    def perform_destroy(self, instance: Any) -> None:
+        super().perform_destroy(instance)  # type: ignore[misc]
+        self._catalog_changed = True
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        if getattr(self, "_catalog_changed", False) and status.is_success(response.status_code):
+            self._catalog_changed = False
+            warning = coverage_warning(seed=evalhub_setting("SCHEDULE_SEED"))
+            if warning:
+                response[COVERAGE_WARNING_HEADER] = warning
+        return response
+
+
+_WRITES_MAY_WARN = extend_schema_view(
+    **{
+        action: extend_schema(parameters=[_coverage_warning_response(status_code)])
+        for action, status_code in (("create", 201), ("update", 200), ("partial_update", 200))
+    },
+    # A delete's 204 is given explicitly: drf-spectacular's implicit one carries no headers.
+    destroy=extend_schema(parameters=[_coverage_warning_response(204)], responses={204: None}),
+)
+
+
+# The slot and candidate endpoints live in candidates/api.py, which may not import schedules (the
+# apps are layers, pyproject.toml [tool.importlinter]): evalhub/urls.py routes these, which add the
+# coverage check on top, as schedules/admin.py does for their admins.
+@_WRITES_MAY_WARN
+class CoverageCheckedSlotViewSet(CoverageWarningMixin, SlotViewSet):
+    __doc__ = SlotViewSet.__doc__
+
+
+@_WRITES_MAY_WARN
+class CoverageCheckedCandidateViewSet(CoverageWarningMixin, CandidateViewSet):
+    __doc__ = CandidateViewSet.__doc__
+
+
+@_WRITES_MAY_WARN
+class WorkflowCaseViewSet(CoverageWarningMixin, CatalogViewSet):
     """Workflow cases in catalog order: ``/api/cases/`` and ``/api/cases/{id}/``. Writes need staff."""
 
     queryset = WorkflowCase.objects.order_by("position", "id")
