@@ -450,7 +450,10 @@ def _comparability(before: Run, after: Run) -> tuple[bool, str]:
     """Whether the two runs' results may be compared, and the note that says why not (or what is
     compared): both measured (not a refresh or a scripted run) with the same bundle — or one re-runs
     the other, which repeats the same schedule's executions (its bundle differs only by naming
-    them) and is compared on those."""
+    them) and is compared on those. A run against itself is refused: every row would be the same
+    measurement twice, a table of no changes that reads like a stable night."""
+    if before.pk == after.pk:
+        return False, f"Run {before.pk} is both A and B: a run compared with itself has no changes; pick two different runs."
     for run in (before, after):
         if run.lane == RunLane.CHAOS:  # never reported: "no report yet" would promise one
             return False, f"Not comparable: run {run.pk} is {CHAOS_RUN}; compare measured runs only."

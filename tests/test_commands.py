@@ -198,6 +198,16 @@ def test_nightly_bad_flags_are_command_errors_with_exit_status_1(reference_catal
     with pytest.raises(CommandError, match=message) as raised:
         run("nightly", *timing, "--no-progress", "--execute", *flags)
     assert raised.value.returncode == 1
+
+
+DEMO_LIVE_BAD_CANDIDATES = [case for case in BAD_FLAGS if case[0][0] == "--candidate" and case[0][1].strip(" ,")]
+
+
+@pytest.mark.parametrize(("flags", "message"), DEMO_LIVE_BAD_CANDIDATES, ids=[" ".join(f) for f, _ in DEMO_LIVE_BAD_CANDIDATES])
+def test_demo_live_names_an_unknown_or_resting_candidate_as_nightly_does(reference_catalog: None, flags: list[str], message: str) -> None:
+    """Not "no live runtime drives X": opencode-kimi's runtime is driven, it just rests this week."""
+    with pytest.raises(CommandError, match=message):
+        run("demo_live", "--generated-at", GENERATED_AT, "--no-progress", *flags)
     assert Run.objects.count() == 0
 
 

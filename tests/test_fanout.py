@@ -520,6 +520,7 @@ def test_the_skipped_executions_of_a_cancelled_run_re_run_once_asked_for(
     call_command("rerun", str(cancelled.pk), "--skipped", "--queue", stdout=out)
     first = Run.objects.get(repeat_of=cancelled)
     assert f"run {first.pk} re-runs 3 skipped executions of run {cancelled.pk}" in out.getvalue()
+    assert "3 execution(s) queued for the workers (start one with `manage.py worker`)" in out.getvalue()
     assert (first.repeat_scope, first.executions.count()) == ("skipped", 3)
     with pytest.raises(CommandError, match="not allowed with argument"):
         call_command("rerun", str(cancelled.pk), "--skipped", "--infrastructure-only")

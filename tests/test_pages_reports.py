@@ -480,6 +480,17 @@ def test_the_compare_page_compares_measured_runs_only_as_the_api_does(
     assert f"Not comparable: run {runs[refused].pk} is {reason}" in html
 
 
+def test_a_run_compared_with_itself_is_refused_with_a_note(reader_client, schedule) -> None:
+    """Run A = run B would list every execution as unchanged, which reads like a stable night."""
+    run = make_run(schedule, [(True, 1), (False, 0.3)])
+    make_report(run)
+    response = reader_client.get(compare_url(run.pk, run.pk))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert f"Run {run.pk} is both A and B: a run compared with itself has no changes; pick two different runs." in html
+    assert "not-comparable" in html and "executions compared" not in html
+
+
 def test_the_compare_page_says_when_a_run_has_no_report(reader_client, schedule) -> None:
     before = make_run(schedule, [(True, 1)])
     after = make_run(schedule, [(True, 1)])

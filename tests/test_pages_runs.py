@@ -204,7 +204,9 @@ def test_the_run_page_says_plainly_which_variables_are_missing(reader_client, sk
     notice = re.search(r'<div class="notice notice-warn" role="note">(.*?)</div>', html, re.S).group(1)
     total = skipped_run.executions.count()
     assert f"{total} executions skipped" in notice
-    assert "required environment variables are not set" in notice
+    assert "required environment variables were not set where the run executed" in notice
+    # What to do next, for a run that ended (a running one cannot be re-run yet).
+    assert f"<code>manage.py rerun {skipped_run.pk} --skipped</code>" in notice
     for name in {name for execution in skipped_run.executions.all() for name in execution.failure_message.rpartition(": ")[2].split(", ")}:
         assert f"<code>{name}</code>" in notice
     assert "required qualification environment is missing: OPENAI_API_KEY" in html

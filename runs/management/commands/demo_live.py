@@ -31,7 +31,7 @@ from runs.models import RunLane
 from runs.services import create_run, execute_run, recover_before_executing
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
-from schedules.services import CoverageError, Selection, schedule_for_night
+from schedules.services import CoverageError, Selection, apply_selection, schedule_for_night
 
 
 def driver_classes(candidates: list[dict[str, Any]]) -> dict[str, Any]:
@@ -76,6 +76,10 @@ class Command(DatabaseCommand):
                 rotation_day=options["rotation_day"],
                 generated_at=options["generated_at"],
             )
+            # A typo or a candidate resting this week is told so (as `nightly` tells it), before the
+            # drivers are asked: "no live runtime drives X" would blame the runtime.
+            if selection.candidate_ids:
+                apply_selection(schedule.to_document(), Selection(candidate_ids=selection.candidate_ids))
         except (CoverageError, ScheduleError) as exc:
             raise CommandError(redact(str(exc))) from None
         drivers = driver_classes(list(schedule.candidates))

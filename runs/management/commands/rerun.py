@@ -48,7 +48,8 @@ class Command(DatabaseCommand):
             raise CommandError(str(exc)) from None
         self.stdout.write(f"run {rerun.pk} re-runs {rerun.executions.count()} {RerunScope(scope).label} of run {run.pk}")
         if queued is not None:
-            self.stdout.write(f"{queued} execution(s) queued for the workers")
+            # As `nightly --queue` says it: with no worker running, a queued run only waits.
+            self.stdout.write(f"{queued} execution(s) queued for the workers (start one with `manage.py worker`)")
             return
         summary = execute_run(rerun, environ=os.environ)
         if summary.by_failure_code.get("qualification_environment_missing"):
