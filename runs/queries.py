@@ -34,6 +34,7 @@ from runs.models import (
     Attempt,
     Classification,
     Execution,
+    ExecutionStatus,
     Report,
     Run,
     RunLane,
@@ -553,6 +554,26 @@ def missing_environment(executions: list[Execution]) -> MissingEnvironment:
         _, _, listed = execution.failure_message.rpartition(": ")
         names.update(name.strip() for name in listed.split(",") if name.strip())
     return MissingEnvironment(count, sorted(names.items()), list(candidates))
+
+
+def waiting_for_a_worker(executions: Iterable[Execution]) -> int:
+    """How many of ``executions`` sit on the queue for a worker (pending, their task queued:
+    ``dispatched_at`` set) while no worker cluster says it is alive; 0 when one does or none is
+    queued. A run queued with no worker running would otherwise read "0 of 40 settled, updating as
+    they settle" for ever. Alive is django-q2's own word: each cluster's sentinel saves its status
+    (``django_q.status.Stat``) to the broker's cache every guard cycle, kept for 3 s. No query
+    when nothing is queued; a status that cannot be read (the cache down) says nothing rather than
+    fail the page."""
+    queued = sum(1 for execution in executions if execution.status == ExecutionStatus.PENDING and execution.dispatched_at is not None)
+    if not queued:
+        return 0
+    from django_q.status import Stat
+
+    try:
+        alive = Stat.get_all()
+    except Exception:
+        return 0
+    return 0 if alive else queued
 
 
 # --- one execution -------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from runs.queries import (
     run_executions,
     run_page,
     run_report,
+    waiting_for_a_worker,
 )
 from runs.services import summarize
 from runs.signal import bundle_signal, compare_signal_context, latest_history_report, not_a_history, run_signal_context
@@ -75,6 +76,7 @@ def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
         "summary": summarize(run),
         "executions": executions,
         "missing": missing_environment(executions),
+        "waiting_for_a_worker": waiting_for_a_worker(executions),
         "ceiling_skips": sum(1 for execution in executions if execution.failure_code == CEILING_REACHED),
         "report": run_report(run),
         "export_formats": EXPORT_FORMATS.items(),
@@ -239,8 +241,9 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def run_progress_view(request: HttpRequest, pk: int) -> JsonResponse:
-    """The run's progress for its page to poll while it runs (two queries):
-    ``{"status", "finished", "settled", "total", "counts": {classification: n}, "rows": {pk: html}}``,
+    """The run's progress for its page to poll while it runs (two queries, and the workers' status when executions are queued):
+    ``{"status", "finished", "settled", "total", "counts": {classification: n}, "waitingForWorker": n,
+    "rows": {pk: html}}`` (``waitingForWorker``: :func:`runs.queries.waiting_for_a_worker`),
     each row the same ``<tr>`` the page renders, so the page swaps rows in place without reloading."""
     run = get_object_or_404(Run.objects.select_related("schedule"), pk=pk)
     executions = run_executions(run)
@@ -253,6 +256,7 @@ def run_progress_view(request: HttpRequest, pk: int) -> JsonResponse:
             "settled": sum(1 for execution in executions if execution.status == ExecutionStatus.FINISHED),
             "total": len(executions),
             "counts": {value: counts.get(value, 0) for value in Classification.values},
+            "waitingForWorker": waiting_for_a_worker(executions),
             "rows": {
                 str(execution.pk): render_to_string("pages/_execution_row.html", {"execution": execution}, request=request)
                 for execution in executions

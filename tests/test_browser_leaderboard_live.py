@@ -87,3 +87,26 @@ def test_a_running_run_updates_as_its_executions_settle_without_a_reload(signed_
     assert page.locator(".run-status").inner_text() == "finished"
     assert page.get_by_role("link", name="show its report").is_visible()
     assert page.locator(".live-progress .progress-bar").get_attribute("aria-valuenow") == str(len(executions))
+
+
+def test_a_queued_run_says_no_worker_is_running_until_one_starts(signed_in, live_server, nights: Nights) -> None:
+    from django.utils import timezone
+
+    from runs.models import Execution
+    from tests.test_waiting_for_worker import a_cluster_is_alive
+
+    page = signed_in
+    run = nights.pending
+    Execution.objects.filter(run=run).update(dispatched_at=timezone.now())
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.evaluate("window.__sameDocument = true")
+    notice = page.locator(".live-progress .no-worker")
+    assert notice.is_visible()
+    assert notice.inner_text().startswith("No worker is running")
+    assert notice.locator(".waiting").inner_text() == str(run.executions.count())
+    (SCREENSHOTS / "checks").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "checks" / "live-run-no-worker.png"), full_page=True)
+    # A worker starts (its sentinel saves the cluster's status): the next poll takes the notice away.
+    a_cluster_is_alive()
+    page.wait_for_selector(".live-progress .no-worker", state="hidden", timeout=15_000)
+    assert page.evaluate("window.__sameDocument") is True

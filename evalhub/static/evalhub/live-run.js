@@ -31,6 +31,13 @@
       status.textContent = data.statusLabel;
       status.className = "status status-" + data.status + " run-status";
     }
+    // Queued executions and no worker alive (runs/queries.py waiting_for_a_worker): say so, and
+    // take it back as soon as a worker starts.
+    const noWorker = box.querySelector(".no-worker");
+    if (noWorker) {
+      noWorker.hidden = !data.waitingForWorker;
+      noWorker.querySelector(".waiting").textContent = String(data.waitingForWorker || 0);
+    }
     const state = box.querySelector(".state");
     if (data.finished) {
       state.textContent = "the run is " + data.statusLabel + ": ";
