@@ -220,6 +220,8 @@ def test_the_run_page_of_a_night_that_scored_nothing_does_not_call_it_measured(r
     section = section[: section.index("</section>")]
     assert "Nothing of this bundle was scored yet: every execution was skipped or failed on the infrastructure." in section
     assert "first measured night" not in section
+    assert "measured night" not in section
+    assert "The bundle has 1 night in its history so far." in section
 
 
 def test_the_run_page_of_a_first_night_that_scored_says_there_is_nothing_before_it(reader_client, replayed_run: Run) -> None:
