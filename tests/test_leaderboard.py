@@ -114,6 +114,22 @@ def test_an_empty_leaderboard_says_how_it_fills(reader_client) -> None:
     assert "No live nightly runs yet" in response.content.decode()
 
 
+def test_a_value_chart_with_nothing_to_plot_is_a_sentence_not_an_empty_plot() -> None:
+    """It wraps on a phone; an empty plot's text scrolled out of sight with the plot."""
+    from types import SimpleNamespace
+
+    from django.template import Context, Template
+
+    rows = [SimpleNamespace(candidate_key="codex-luna", cost_per_pass=None, pass_rate=0.5, best_value=False)]
+    html = Template("{% load evalhub_charts %}{% value_chart rows %}").render(Context({"rows": rows}))
+    assert "<svg" not in html
+    assert '<p class="empty no-data">No candidate has a known cost per pass yet' in html
+    assert "Not plotted (nothing scored or passed, or a cost is unknown): codex-luna." in html
+    plotted = [SimpleNamespace(candidate_key="codex-luna", cost_per_pass=0.02, pass_rate=0.5, best_value=True)]
+    html = Template("{% load evalhub_charts %}{% value_chart rows %}").render(Context({"rows": plotted}))
+    assert "<svg" in html and "no-data" not in html
+
+
 def test_the_leaderboard_page_shows_each_candidate_sorted_with_the_chart(reader_client, nights) -> None:
     page = reader_client.get(reverse("pages:leaderboard"), {"sort": "cost_per_pass"}).content.decode()
     board = leaderboard(sort="cost_per_pass")

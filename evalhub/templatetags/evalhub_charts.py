@@ -211,8 +211,6 @@ def scatter_geometry(points: Sequence[tuple[str, float, float, bool]]) -> dict[s
         "y_ticks": [Tick(y_of(value), _percent(value)) for value in (0.0, 0.25, 0.5, 0.75, 1.0)],
         "x_ticks": [Tick(x_of(value), _tick_usd(value)) for value in x_values],
         "empty": not placed,
-        "middle_x": round(SCATTER_LEFT + plot_w / 2, 1),
-        "middle_y": round(SCATTER_TOP + plot_h / 2, 1),
     }
 
 
