@@ -28,6 +28,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.admin import helpers
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db import models, transaction
 from django.db.models import F, QuerySet
 from django.db.models.functions import Lower, Upper
@@ -291,10 +292,12 @@ class CheckedActionsMixin:
     """A ModelAdmin whose changelist actions check the selected ids before running.
 
     Django filters the changelist by the posted ``_selected_action`` values as they are, and a
-    value the primary key cannot hold (``abc``, a number past the column's range) raises
-    ``ValueError`` there: a 500. Here such a post runs no action and goes back to the changelist
-    with an error naming the values (redacted, at most three) and what an id is. With "select
-    all" (``select_across``) Django ignores the ids, and so does this check.
+    value the primary key cannot hold (``abc``, a number past the column's range, a NUL in a text
+    key on PostgreSQL) raises ``ValueError`` there: a 500. A value Python reads as another row's
+    id (``１``, ``01``, `` 1``: ``int()`` takes them all as 1) would run the action on that row.
+    Here such a post runs no action and goes back to the changelist with an error naming the
+    values (redacted, at most three) and what an id is. With "select all" (``select_across``)
+    Django ignores the ids, and so does this check.
     """
 
     #: The most refused ids the message quotes, and the most characters of each.
@@ -319,14 +322,22 @@ class CheckedActionsMixin:
         return None
 
     def refused_ids(self, selected: list[str]) -> list[str]:
-        """The values of ``selected`` the model's primary key cannot hold: those its ``to_python``
-        refuses or its validators (an integer key's range for the database in use) reject."""
+        """The values of ``selected`` that are not an id as the list's checkboxes send it
+        (``str(obj.pk)``): those the primary key's ``to_python`` refuses or its validators (an
+        integer key's range for the database in use, a text key's length) reject, those holding
+        a NUL (no database row does: PostgreSQL refuses it in a query), and those that are
+        another spelling of an id (``１``, ``01``, ``+1``)."""
         pk = self.model._meta.pk  # type: ignore[attr-defined]
         refused = []
         for value in selected:
             try:
-                pk.run_validators(pk.to_python(value))
+                ProhibitNullCharactersValidator()(value)
+                python_value = pk.to_python(value)
+                pk.run_validators(python_value)
             except ValidationError:
+                refused.append(value)
+                continue
+            if str(python_value) != value:
                 refused.append(value)
         return refused
 
