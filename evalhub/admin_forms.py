@@ -16,7 +16,8 @@ The rules themselves live on the models (docs/DESIGN.md principle 2). What this 
   and reach the database (docs/failure-modes.md B7);
 * :class:`CheckedActionsMixin`, part of both admin mixins below, answers a changelist action
   posted with selected ids that are not rows' ids (``_selected_action=abc``) with a message
-  saying so, never a 500.
+  saying so, never a 500; :func:`check_every_admins_actions` mixes it into the admins other apps
+  register on the site (django.contrib.auth's, django-q2's, django-axes').
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from adminsortable2.admin import SortableAdminMixin
 from django import forms
 from django.contrib import messages
-from django.contrib.admin import helpers
+from django.contrib.admin import AdminSite, helpers
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db import models, transaction
@@ -340,6 +341,22 @@ class CheckedActionsMixin:
             if str(python_value) != value:
                 refused.append(value)
         return refused
+
+
+def check_every_admins_actions(site: AdminSite) -> None:
+    """Mix :class:`CheckedActionsMixin` into every ``ModelAdmin`` registered on ``site`` that does
+    not have it: the admins of other apps (django.contrib.auth's users and groups, django-q2's
+    tasks, schedules and queue, django-axes' attempts and logs) filter by the posted ids as they
+    are, so ``_selected_action=abc`` is a 500 there too. Each keeps its own class, options and
+    actions; only the id check is added. Called once every admin module is imported
+    (``evalhub.apps.EvalhubConfig.ready``); ``tests/test_admin_third_party.py`` checks the site."""
+    for model, model_admin in list(site._registry.items()):
+        if isinstance(model_admin, CheckedActionsMixin):
+            continue
+        base = type(model_admin)
+        checked = type(base.__name__, (CheckedActionsMixin, base), {"__module__": base.__module__, "__qualname__": base.__qualname__})
+        site.unregister(model)
+        site.register(model, checked)
 
 
 class EvalhubAdminMixin(CheckedActionsMixin):
