@@ -145,6 +145,20 @@ def test_a_text_id_that_names_no_row_runs_the_action_on_nothing(staff_client, ro
     assert _snapshot(rows) == before
 
 
+def test_the_sign_in_attempts_clean_up_runs(staff_client, rows, settings) -> None:
+    """django-axes' own action raised AttributeError on every post (evalhub.admin.SignInAttemptAdmin)."""
+    old = rows["axes.AccessAttempt"]
+    AccessAttempt.objects.filter(pk=old.pk).update(attempt_time=timezone.now() - 2 * settings.AXES_COOLOFF_TIME)
+    fresh = AccessAttempt.objects.create(
+        user_agent="ua", ip_address="192.0.2.2", username="other", http_accept="*/*", path_info="/", failures_since_start=1
+    )
+    url = _changelist("axes.AccessAttempt")
+    response = staff_client.post(url, {"action": "cleanup_expired_attempts", "_selected_action": [fresh.pk], "index": "0"})
+    assert response.status_code == 302 and response.url == url
+    assert [str(message) for message in get_messages(response.wsgi_request)] == ["Cleaned up 1 expired access attempts."]
+    assert list(AccessAttempt.objects.values_list("pk", flat=True)) == [fresh.pk]
+
+
 @pytest.mark.parametrize("label", INTEGER_KEYED + TEXT_KEYED)
 def test_an_object_url_with_an_id_that_is_not_a_rows_id_is_not_a_500(staff_client, rows, label: str) -> None:
     before = _snapshot(rows)
