@@ -3,17 +3,24 @@
 Replaces django-rest-knox's own admin, which lists digests and allows tokens that never expire.
 The new token is shown on the page that answers the form, never through the messages framework:
 its default storage is a cookie, which would carry the token back on every request until read.
+
+Also django-axes' sign-in attempts list, whose "Clean up expired attempts" action is a 500 as the
+library ships it (:class:`SignInAttemptAdmin`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from axes.admin import AccessAttemptAdmin
+from axes.handlers.proxy import AxesProxyHandler
+from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from knox.models import AuthToken
 
 from evalhub.admin_forms import CheckedActionsMixin
@@ -81,3 +88,23 @@ class AuthTokenAdmin(CheckedActionsMixin, admin.ModelAdmin):
     @admin.display(boolean=True)
     def expired(self, token: AuthToken) -> bool:
         return bool(token.expiry and token.expiry < timezone.now())
+
+
+class SignInAttemptAdmin(CheckedActionsMixin, AccessAttemptAdmin):
+    """django-axes' admin of sign-in attempts, with its clean-up action working.
+
+    The action asks axes' handler for the attempts older than the cool-off, counted back from
+    ``request.axes_attempt_time``; axes sets that attribute only on the requests of a sign-in
+    (its middleware and login signals), so on the admin's POST the action raised AttributeError,
+    a 500, whatever rows were selected. Here the request gets axes' attributes first.
+    """
+
+    @admin.action(description=_("Clean up expired attempts"))
+    def cleanup_expired_attempts(self, request: HttpRequest, queryset: Any) -> None:
+        AxesProxyHandler.update_request(request)
+        super().cleanup_expired_attempts(request, queryset)
+
+
+if admin.site.is_registered(AccessAttempt):
+    admin.site.unregister(AccessAttempt)
+admin.site.register(AccessAttempt, SignInAttemptAdmin)

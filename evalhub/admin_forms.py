@@ -16,7 +16,8 @@ The rules themselves live on the models (docs/DESIGN.md principle 2). What this 
   and reach the database (docs/failure-modes.md B7);
 * :class:`CheckedActionsMixin`, part of both admin mixins below, answers a changelist action
   posted with selected ids that are not rows' ids (``_selected_action=abc``) with a message
-  saying so, never a 500.
+  saying so, never a 500; :func:`check_every_admins_actions` mixes it into the admins other apps
+  register on the site (django.contrib.auth's, django-q2's, django-axes').
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from typing import Any
 from adminsortable2.admin import SortableAdminMixin
 from django import forms
 from django.contrib import messages
-from django.contrib.admin import helpers
+from django.contrib.admin import AdminSite, helpers
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db import models, transaction
 from django.db.models import F, QuerySet
 from django.db.models.functions import Lower, Upper
@@ -291,10 +293,12 @@ class CheckedActionsMixin:
     """A ModelAdmin whose changelist actions check the selected ids before running.
 
     Django filters the changelist by the posted ``_selected_action`` values as they are, and a
-    value the primary key cannot hold (``abc``, a number past the column's range) raises
-    ``ValueError`` there: a 500. Here such a post runs no action and goes back to the changelist
-    with an error naming the values (redacted, at most three) and what an id is. With "select
-    all" (``select_across``) Django ignores the ids, and so does this check.
+    value the primary key cannot hold (``abc``, a number past the column's range, a NUL in a text
+    key on PostgreSQL) raises ``ValueError`` there: a 500. A value Python reads as another row's
+    id (``１``, ``01``, `` 1``: ``int()`` takes them all as 1) would run the action on that row.
+    Here such a post runs no action and goes back to the changelist with an error naming the
+    values (redacted, at most three) and what an id is. With "select all" (``select_across``)
+    Django ignores the ids, and so does this check.
     """
 
     #: The most refused ids the message quotes, and the most characters of each.
@@ -319,16 +323,40 @@ class CheckedActionsMixin:
         return None
 
     def refused_ids(self, selected: list[str]) -> list[str]:
-        """The values of ``selected`` the model's primary key cannot hold: those its ``to_python``
-        refuses or its validators (an integer key's range for the database in use) reject."""
+        """The values of ``selected`` that are not an id as the list's checkboxes send it
+        (``str(obj.pk)``): those the primary key's ``to_python`` refuses or its validators (an
+        integer key's range for the database in use, a text key's length) reject, those holding
+        a NUL (no database row does: PostgreSQL refuses it in a query), and those that are
+        another spelling of an id (``１``, ``01``, ``+1``)."""
         pk = self.model._meta.pk  # type: ignore[attr-defined]
         refused = []
         for value in selected:
             try:
-                pk.run_validators(pk.to_python(value))
+                ProhibitNullCharactersValidator()(value)
+                python_value = pk.to_python(value)
+                pk.run_validators(python_value)
             except ValidationError:
                 refused.append(value)
+                continue
+            if str(python_value) != value:
+                refused.append(value)
         return refused
+
+
+def check_every_admins_actions(site: AdminSite) -> None:
+    """Mix :class:`CheckedActionsMixin` into every ``ModelAdmin`` registered on ``site`` that does
+    not have it: the admins of other apps (django.contrib.auth's users and groups, django-q2's
+    tasks, schedules and queue, django-axes' attempts and logs) filter by the posted ids as they
+    are, so ``_selected_action=abc`` is a 500 there too. Each keeps its own class, options and
+    actions; only the id check is added. Called once every admin module is imported
+    (``evalhub.apps.EvalhubConfig.ready``); ``tests/test_admin_third_party.py`` checks the site."""
+    for model, model_admin in list(site._registry.items()):
+        if isinstance(model_admin, CheckedActionsMixin):
+            continue
+        base = type(model_admin)
+        checked = type(base.__name__, (CheckedActionsMixin, base), {"__module__": base.__module__, "__qualname__": base.__qualname__})
+        site.unregister(model)
+        site.register(model, checked)
 
 
 class EvalhubAdminMixin(CheckedActionsMixin):

@@ -10,7 +10,14 @@ class EvalhubConfig(AppConfig):
     default = True
 
     def ready(self) -> None:
+        from django.contrib import admin
+
         from evalhub import checks  # noqa: F401  (registers the system checks)
+        from evalhub.admin_forms import check_every_admins_actions
+
+        # django.contrib.admin comes first in INSTALLED_APPS, so its ready() has imported every
+        # app's admin module by now: the site holds all the admins it will show.
+        check_every_admins_actions(admin.site)
 
 
 class ApiTokensConfig(AppConfig):

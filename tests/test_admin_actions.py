@@ -58,6 +58,21 @@ def test_a_run_action_on_an_id_that_is_not_a_run_says_so_and_runs_nothing(staff_
     assert Run.objects.get() == run  # no re-run made
 
 
+@pytest.mark.parametrize("spelling", ["full-width", "leading zero", "plus sign", "space"])
+def test_another_spelling_of_a_runs_id_is_not_that_runs_id(staff_client, run: Run, spelling: str) -> None:
+    """int() reads ``１``, ``01``, ``+1`` and `` 1`` as 1; the checkboxes send ``1`` only."""
+    pk = str(run.pk)
+    selected = {"full-width": pk.translate(str.maketrans("0123456789", "０１２３４５６７８９")), "leading zero": f"0{pk}"}
+    selected |= {"plus sign": f"+{pk}", "space": f" {pk}"}
+    url = reverse("admin:runs_run_changelist")
+    response = staff_client.post(url, {"action": "cancel_runs", "_selected_action": [selected[spelling]], "index": "0"})
+    assert response.status_code == 302 and response.url == url
+    [message] = [str(message) for message in get_messages(response.wsgi_request)]
+    assert message.startswith(f"Not the id of a run: {selected[spelling]!r}. ")
+    run.refresh_from_db()
+    assert run.status != "cancelled"
+
+
 def test_the_message_quotes_three_ids_and_counts_the_rest(staff_client) -> None:
     response = staff_client.post(
         reverse("admin:runs_run_changelist"), {"action": "cancel_runs", "_selected_action": ["a", "b", "c", "d", "e"], "index": "0"}
