@@ -39,20 +39,25 @@ def fill_slot(slot: Slot, count: int) -> None:
         make_candidate(slot=slot, key=f"codex-extra-{index}", model=f"gpt-5.6-extra-{index}", tier="strong")
 
 
-@pytest.fixture
-def counted_warnings(monkeypatch) -> list[str]:
-    """Every coverage check the admin makes (the seed of each)."""
-    from schedules import admin as schedules_admin
-
+def count_coverage_checks(monkeypatch: Any, module: Any) -> list[str]:
+    """Count every coverage check ``module`` makes (the seed of each) through its ``coverage_warning``."""
     calls: list[str] = []
-    real = schedules_admin.coverage_warning
+    real = module.coverage_warning
 
     def counting(*, seed: str) -> str | None:
         calls.append(seed)
         return real(seed=seed)
 
-    monkeypatch.setattr(schedules_admin, "coverage_warning", counting)
+    monkeypatch.setattr(module, "coverage_warning", counting)
     return calls
+
+
+@pytest.fixture
+def counted_warnings(monkeypatch) -> list[str]:
+    """Every coverage check the admin makes (the seed of each)."""
+    from schedules import admin as schedules_admin
+
+    return count_coverage_checks(monkeypatch, schedules_admin)
 
 
 def test_an_eighth_candidate_in_a_slot_is_saved_with_a_warning_naming_the_arithmetic(

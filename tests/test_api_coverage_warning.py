@@ -10,7 +10,7 @@ import pytest
 from candidates.models import Candidate, Slot
 from schedules.api import COVERAGE_WARNING_HEADER
 from schedules.models import WorkflowCase
-from tests.test_admin_coverage_warning import REFUSED, fill_slot
+from tests.test_admin_coverage_warning import REFUSED, count_coverage_checks, fill_slot
 from tests.test_api_catalog import new_candidate, send
 
 pytestmark = pytest.mark.django_db
@@ -21,15 +21,7 @@ def counted_checks(monkeypatch) -> list[str]:
     """Every coverage check the API makes (the seed of each)."""
     from schedules import api as schedules_api
 
-    calls: list[str] = []
-    real = schedules_api.coverage_warning
-
-    def counting(*, seed: str) -> str | None:
-        calls.append(seed)
-        return real(seed=seed)
-
-    monkeypatch.setattr(schedules_api, "coverage_warning", counting)
-    return calls
+    return count_coverage_checks(monkeypatch, schedules_api)
 
 
 def test_an_eighth_candidate_in_a_slot_is_created_with_the_warning_in_a_header(reference_catalog, staff_client, counted_checks):
