@@ -265,6 +265,13 @@ class ExecutionSerializer(serializers.Serializer):
         return data
 
 
+class RerunSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
+    """The body of ``POST /api/runs/{id}/rerun/`` as the schema documents it (no other key: see
+    :meth:`RunViewSet.rerun`)."""
+
+    scope = serializers.ChoiceField(choices=RerunScope.choices, default=RerunScope.FAILED)
+
+
 class RunViewSet(ReadOnlyViewSet):
     """Runs, newest first: ``/api/runs/`` and ``/api/runs/{id}/`` (read-only).
 
@@ -326,12 +333,10 @@ class RunViewSet(ReadOnlyViewSet):
         return Response({"run": run.pk, "skipped": skipped})
 
     @extend_schema(
-        request=inline_serializer(
-            "RerunRequest", {"scope": serializers.ChoiceField(choices=RerunScope.choices, default=RerunScope.FAILED)}
-        ),
+        request=RerunSerializer,
         responses={
             201: inline_serializer("RerunCreated", {"run": serializers.IntegerField(), "executions": serializers.IntegerField()}),
-            400: OpenApiResponse(description='{"detail": "..."}: scope is not failed, infrastructure or skipped.'),
+            400: OpenApiResponse(description='{"detail": "..."}: scope is not failed, infrastructure or skipped, or the body has another key.'),
             409: OpenApiResponse(description='{"detail": "..."}: the run has not ended, or nothing in the scope failed.'),
         },
     )
@@ -343,6 +348,10 @@ class RunViewSet(ReadOnlyViewSet):
         run is queued for the workers. 201 ``{run, executions}``."""
         run = self.get_object()
         scope = request.data.get("scope", RerunScope.FAILED) if isinstance(request.data, dict) else None
+        unknown = sorted(str(key) for key in request.data if key != "scope") if isinstance(request.data, dict) else []
+        if unknown:
+            # A typo ({"scop": "infrastructure"}) must not re-run the default scope, the failed executions.
+            raise exceptions.ParseError(f"unknown field(s) {', '.join(unknown)}: the body takes only scope (failed, infrastructure or skipped)")
         if scope not in RerunScope.values:
             raise exceptions.ParseError(f"scope must be one of: {', '.join(RerunScope.values)}")
         try:

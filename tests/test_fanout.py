@@ -616,3 +616,17 @@ def test_a_scripted_run_is_never_re_run_and_its_executions_never_carry_a_real_ke
     with pytest.raises(RuntimeError, match="stop here"):
         live_executor.CodexAppServerExecutor().execute(request)
     assert seen["required_environment"] == {"OPENAI_API_KEY": live_executor.SCRIPTED_MODEL_KEY}
+
+
+@pytest.mark.django_db
+def test_a_rerun_body_with_an_unknown_key_is_refused_not_read_as_the_failed_scope(mixed_run, staff_client) -> None:
+    """``{"scop": "infrastructure"}`` (a typo) re-ran every failed execution, the default scope:
+    the body is refused, naming the key, and nothing is created (the schema says it too)."""
+    response = staff_client.post(f"/api/runs/{mixed_run.pk}/rerun/", {"scop": "infrastructure"}, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json() == {"detail": "unknown field(s) scop: the body takes only scope (failed, infrastructure or skipped)"}
+    response = staff_client.post(f"/api/runs/{mixed_run.pk}/rerun/", {"scope": "failed", "limit": 1}, content_type="application/json")
+    assert response.status_code == 400 and "unknown field(s) limit" in response.json()["detail"]
+    assert not Run.objects.filter(repeat_of=mixed_run).exists()
+    schema = staff_client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    assert schema["components"]["schemas"]["RerunRequest"]["additionalProperties"] is False
