@@ -3,6 +3,10 @@
 Django's own ``requires_migrations_checks`` only prints a notice and lets the command go on to
 fail with a traceback (``no such table: candidates_slot``) on a database that was never
 migrated. :class:`DatabaseCommand` refuses to start instead, with the command to run.
+
+Its error messages quote what was typed (``there is no run …``, ``unknown chaos scenario …``,
+argparse's ``invalid int value: …``): a key pasted into the wrong argument is redacted there, as
+the settings never quote a secret-shaped value (``evalhub.settings._shown``).
 """
 
 from __future__ import annotations
@@ -37,9 +41,20 @@ class DatabaseCommand(BaseCommand):
 
     requires_migrations_checks = True
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        error = parser.error
+        parser.error = lambda message: error(redact(message))
+        return parser
+
     def execute(self, *args, **options):
         try:
             return super().execute(*args, **options)
+        except CommandError as exc:
+            message = str(exc)
+            if redact(message) == message:
+                raise
+            raise CommandError(redact(message), returncode=exc.returncode) from None
         except KeyboardInterrupt as exc:
             cause = redact(str(exc)) or "Ctrl-C"
             raise CommandError(

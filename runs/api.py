@@ -336,7 +336,9 @@ class RunViewSet(ReadOnlyViewSet):
         request=RerunSerializer,
         responses={
             201: inline_serializer("RerunCreated", {"run": serializers.IntegerField(), "executions": serializers.IntegerField()}),
-            400: OpenApiResponse(description='{"detail": "..."}: scope is not failed, infrastructure or skipped, or the body has another key.'),
+            400: OpenApiResponse(
+                description='{"detail": "..."}: scope is not failed, infrastructure or skipped, or the body has another key.'
+            ),
             409: OpenApiResponse(description='{"detail": "..."}: the run has not ended, or nothing in the scope failed.'),
         },
     )
@@ -351,7 +353,9 @@ class RunViewSet(ReadOnlyViewSet):
         unknown = sorted(str(key) for key in request.data if key != "scope") if isinstance(request.data, dict) else []
         if unknown:
             # A typo ({"scop": "infrastructure"}) must not re-run the default scope, the failed executions.
-            raise exceptions.ParseError(f"unknown field(s) {', '.join(unknown)}: the body takes only scope (failed, infrastructure or skipped)")
+            raise exceptions.ParseError(
+                f"unknown field(s) {', '.join(unknown)}: the body takes only scope (failed, infrastructure or skipped)"
+            )
         if scope not in RerunScope.values:
             raise exceptions.ParseError(f"scope must be one of: {', '.join(RerunScope.values)}")
         try:

@@ -82,3 +82,11 @@ def test_the_worker_says_it_runs_once_its_cluster_started(monkeypatch, settings)
     assert worker.running_line(settings.Q_CLUSTER, 30) == (
         "worker running: 1 worker process taking executions from Redis (REDIS_URL); Ctrl-C or SIGTERM stops it within 30 s"
     )
+
+
+def test_a_key_pasted_as_the_grace_is_not_quoted(no_cluster) -> None:
+    key = "sk-proj-" + "Abcdefghijklmnopqrstuvwxyz0123456789ABCDxyz"
+    with pytest.raises(CommandError) as caught:
+        call_command("worker", f"--grace={key}")
+    assert key not in str(caught.value)
+    assert str(caught.value).endswith("not a value that looks like a secret (not shown)")

@@ -21,6 +21,7 @@ from django.core.management.base import CommandError
 from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as QclusterCommand
 
+from evalhub.secrets import secret_kinds
 from runs import leases
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,9 @@ def grace_seconds(text: str) -> float:
     except (TypeError, ValueError):
         seconds = math.nan
     if not (math.isfinite(seconds) and low <= seconds <= high):
-        raise CommandError(f"--grace must be a number of seconds from {low:g} to {high:g} (for example 30), not {text!r}")
+        # Never quote a key pasted here (as evalhub/settings.py _shown).
+        shown = "a value that looks like a secret (not shown)" if secret_kinds(text) else repr(text)
+        raise CommandError(f"--grace must be a number of seconds from {low:g} to {high:g} (for example 30), not {shown}")
     return seconds
 
 
