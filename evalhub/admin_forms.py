@@ -311,16 +311,32 @@ class CheckedActionsMixin:
         select_across = forms.BooleanField(required=False).to_python(request.POST.get("select_across"))
         refused = [] if select_across else self.refused_ids(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
         if not refused:
-            return super().response_action(request, queryset)  # type: ignore[misc]
-        quoted = ", ".join(repr(redact(value[: self.QUOTED_LENGTH])) for value in refused[: self.QUOTED_IDS])
-        more = f" and {len(refused) - self.QUOTED_IDS} more" if len(refused) > self.QUOTED_IDS else ""
+            # An id that is well formed but not in the list (a row deleted since the list was shown,
+            # ``-1``): Django runs the action on nothing and says nothing; say so.
+            selected = [] if select_across else request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+            found = {str(pk) for pk in queryset.filter(pk__in=selected).values_list("pk", flat=True)} if selected else set()
+            missing = [value for value in dict.fromkeys(selected) if value not in found]
+            response = super().response_action(request, queryset)  # type: ignore[misc]
+            if missing:
+                self.message_user(  # type: ignore[attr-defined]
+                    request,
+                    f"No {self.model._meta.verbose_name} {self._quoted(missing)} in this list (deleted since the list was "  # type: ignore[attr-defined]
+                    f"shown, or outside its filters): nothing was done for {'it' if len(missing) == 1 else 'them'}.",
+                    messages.WARNING,
+                )
+            return response
         self.message_user(  # type: ignore[attr-defined]
             request,
-            f"Not the id of a {self.model._meta.verbose_name}: {quoted}{more}. Select rows with the "  # type: ignore[attr-defined]
+            f"Not the id of a {self.model._meta.verbose_name}: {self._quoted(refused)}. Select rows with the "  # type: ignore[attr-defined]
             "checkboxes of this list and run the action again. Nothing was changed.",
             messages.ERROR,
         )
         return None
+
+    def _quoted(self, values: list[str]) -> str:
+        """At most :attr:`QUOTED_IDS` of ``values``, each redacted and cut, and how many more."""
+        quoted = ", ".join(repr(redact(value[: self.QUOTED_LENGTH])) for value in values[: self.QUOTED_IDS])
+        return quoted + (f" and {len(values) - self.QUOTED_IDS} more" if len(values) > self.QUOTED_IDS else "")
 
     def refused_ids(self, selected: list[str]) -> list[str]:
         """The values of ``selected`` that are not an id as the list's checkboxes send it

@@ -108,3 +108,31 @@ def test_every_changelist_action_answers_a_bad_id_with_a_message(staff_client) -
     assert {"runs.Run.rerun_skipped", "runs.NotificationChannel.send_test_notification", "candidates.Candidate.delete_selected"} <= set(
         tried
     )
+
+
+@pytest.mark.parametrize("selected", [["999999"], ["-1"]])
+def test_an_action_on_a_run_that_is_not_in_the_list_says_nothing_was_done(staff_client, run: Run, selected: list[str]) -> None:
+    """A well-formed id with no row (deleted since the list was shown): Django ran the action on
+    nothing and said nothing, as if the cancel had been done."""
+    url = reverse("admin:runs_run_changelist")
+    response = staff_client.post(url, {"action": "cancel_runs", "_selected_action": selected, "index": "0"})
+    assert response.status_code == 302 and response.url == url
+    [message] = [str(message) for message in get_messages(response.wsgi_request)]
+    assert (
+        message
+        == f"No run {selected[0]!r} in this list (deleted since the list was shown, or outside its filters): nothing was done for it."
+    )
+    run.refresh_from_db()
+    assert run.status != "cancelled"
+
+
+def test_an_action_on_a_run_and_a_missing_one_runs_on_the_run_and_names_the_other(staff_client, run: Run) -> None:
+    url = reverse("admin:runs_run_changelist")
+    response = staff_client.post(url, {"action": "cancel_runs", "_selected_action": [str(run.pk), "999999"], "index": "0"})
+    messages = [str(message) for message in get_messages(response.wsgi_request)]
+    assert messages[0].startswith(f"run {run.pk} cancelled: ")
+    assert (
+        messages[1] == "No run '999999' in this list (deleted since the list was shown, or outside its filters): nothing was done for it."
+    )
+    run.refresh_from_db()
+    assert run.status == "cancelled"
