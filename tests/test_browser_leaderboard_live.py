@@ -110,3 +110,26 @@ def test_a_queued_run_says_no_worker_is_running_until_one_starts(signed_in, live
     a_cluster_is_alive()
     page.wait_for_selector(".live-progress .no-worker", state="hidden", timeout=15_000)
     assert page.evaluate("window.__sameDocument") is True
+
+
+def test_a_run_deleted_while_its_page_is_open_says_so_and_stops_polling(signed_in, live_server, nights: Nights) -> None:
+    """A pruned run's progress is a 404: the page said "updates paused (the server did not
+    answer); retrying" every 6 s for ever."""
+    from runs.models import Run
+
+    page = signed_in
+    run = nights.pending
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    Run.objects.filter(pk=run.pk).delete()
+    state = page.locator(".live-progress .state")
+    page.wait_for_function("document.querySelector('.live-progress .state').textContent.includes('no longer exists')", timeout=15_000)
+    assert state.inner_text() == "this run no longer exists (it was deleted since the page was opened)"
+
+
+def test_a_signed_out_page_says_so_instead_of_retrying(signed_in, live_server, nights: Nights) -> None:
+    page = signed_in
+    run = nights.pending
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.context.clear_cookies()
+    page.wait_for_function("document.querySelector('.live-progress .state').textContent.includes('signed out')", timeout=15_000)
+    assert page.locator(".live-progress .state").inner_text() == "updates stopped: you are signed out; reload the page to sign in again"

@@ -50,17 +50,35 @@
     return data.finished;
   }
 
+  // An answer that polling again cannot change: said once, and the polling stops.
+  class Final extends Error {}
+
   function poll() {
     fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then((response) => {
+        // The run was deleted (pruned) since the page was opened: retrying would say "the server
+        // did not answer" for ever.
+        if (response.status === 404) throw new Final("this run no longer exists (it was deleted since the page was opened)");
+        // Signed out (the session expired): login_required answers with the sign-in page.
+        const type = response.headers.get("Content-Type") || "";
+        if (response.redirected || (response.ok && !type.includes("application/json"))) {
+          throw new Final("updates stopped: you are signed out; reload the page to sign in again");
+        }
         if (!response.ok) throw new Error("progress answered " + response.status);
         return response.json();
       })
       .then((data) => {
         if (!apply(data)) window.setTimeout(poll, POLL_MS);
       })
-      .catch(() => {
-        box.querySelector(".state").textContent = "updates paused (the server did not answer); retrying";
+      .catch((error) => {
+        const state = box.querySelector(".state");
+        if (error instanceof Final) {
+          state.textContent = error.message;
+          const noWorker = box.querySelector(".no-worker");
+          if (noWorker) noWorker.hidden = true;
+          return;
+        }
+        state.textContent = "updates paused (the server did not answer); retrying";
         window.setTimeout(poll, POLL_MS * 3);
       });
   }
