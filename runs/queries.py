@@ -453,8 +453,6 @@ def _comparability(before: Run, after: Run) -> tuple[bool, str]:
     the other, which repeats the same schedule's executions (its bundle differs only by naming
     them) and is compared on those. A run against itself is refused: every row would be the same
     measurement twice, a table of no changes that reads like a stable night."""
-    if before.pk == after.pk:
-        return False, f"Run {before.pk} is both A and B: a run compared with itself has no changes; pick two different runs."
     for run in (before, after):
         if run.lane == RunLane.CHAOS:  # never reported: "no report yet" would promise one
             return False, f"Not comparable: run {run.pk} is {CHAOS_RUN}; compare measured runs only."
@@ -466,6 +464,9 @@ def _comparability(before: Run, after: Run) -> tuple[bool, str]:
     for run in (before, after):
         if reason := reports[run.pk].not_a_measurement():
             return False, f"Not comparable: run {run.pk} is {reason}; compare measured runs only."
+    # After the reasons a run is no measurement at all, which say more about it than this.
+    if before.pk == after.pk:
+        return False, f"Run {before.pk} is both A and B: a run compared with itself has no changes; pick two different runs."
     if (repeated := _repeated_side(before, after)) is not None:
         original = after if repeated is before else before
         return True, (
