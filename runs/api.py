@@ -350,7 +350,8 @@ class RunViewSet(ReadOnlyViewSet):
         run is queued for the workers. 201 ``{run, executions}``."""
         run = self.get_object()
         scope = request.data.get("scope", RerunScope.FAILED) if isinstance(request.data, dict) else None
-        unknown = sorted(str(key) for key in request.data if key != "scope") if isinstance(request.data, dict) else []
+        accepted = RerunSerializer().fields
+        unknown = sorted(str(key) for key in request.data if key not in accepted) if isinstance(request.data, dict) else []
         if unknown:
             # A typo ({"scop": "infrastructure"}) must not re-run the default scope, the failed executions.
             raise exceptions.ParseError(
