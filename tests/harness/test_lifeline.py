@@ -36,6 +36,14 @@ def _wait_gone(pids: list[int], seconds: float = 10.0) -> list[int]:
     return [pid for pid in pids if _alive(pid)]
 
 
+def _wait_exec(pid: int, program: bytes, seconds: float = 10.0) -> None:
+    """Wait until ``pid`` runs ``program`` (its execve has finished)."""
+    deadline = time.monotonic() + seconds
+    while os.path.basename(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]) != program:
+        assert time.monotonic() < deadline, f"{pid} never ran {program!r}"
+        time.sleep(0.01)
+
+
 def test_the_runtime_exits_as_it_would_without_a_lifeline(tmp_path: Path) -> None:
     proc = start_process_group(
         ["sh", "-c", 'read line; echo "got $line in $PWD with $LIFELINE_TEST"; echo oops >&2; exit 3'],
@@ -66,6 +74,9 @@ def test_a_runtime_killed_by_a_signal_reads_as_killed_by_it(tmp_path: Path) -> N
         runtime = group_of(proc)
         assert _children(proc.pid) == [runtime] and runtime != proc.pid
         assert os.getpgid(runtime) == runtime  # the runtime leads a group of its own
+        # The lifeline reports the pid as soon as it forks; until the child's execve is through,
+        # /proc shows the lifeline's image (or, mid-exec, an empty environment).
+        _wait_exec(runtime, b"sleep")
         # Exactly the environment given: Python's own start-up additions (LC_CTYPE) stay in the lifeline.
         assert Path(f"/proc/{runtime}/environ").read_bytes().split(b"\0")[:-1] == [b"PATH=/usr/bin:/bin", b"LIFELINE_TEST=1"]
         os.kill(runtime, signal.SIGTERM)
