@@ -36,8 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scipy.stats import boschloo_exact, chi2
-
 from runs.evaluation.stats import wilson_interval
 
 #: Verdicts of a history, in the order the pages sort them (worst first).
@@ -179,6 +177,11 @@ def exact_p_value(recent_passed: int, recent_trials: int, baseline_passed: int, 
         raise ValueError(f"alternative must be less or greater, not {alternative!r}")
     if recent_trials == 0 or baseline_trials == 0:
         return 1.0
+    # Imported here, not at the top: scipy.stats costs about 1.5 s of CPU to import, and every
+    # process that loads the admin (each worker, each `run-case` of runs/executors/live/__main__.py)
+    # imports this module while few of them ever compute a p-value.
+    from scipy.stats import boschloo_exact
+
     table = [[recent_passed, baseline_passed], [recent_trials - recent_passed, baseline_trials - baseline_passed]]
     p = float(boschloo_exact(table, alternative=alternative, n=BOSCHLOO_POINTS).pvalue)
     # SciPy answers NaN for a table with an empty row (everything passed, or everything failed):
@@ -205,6 +208,8 @@ def dispersion_p_value(windows: Sequence[Sequence[tuple[int, int]]]) -> float | 
     degrees = nights - sum(1 for window in windows if any(n for _, n in window))
     if degrees < 1:
         return None
+    from scipy.stats import chi2  # lazily, as in exact_p_value
+
     return float(chi2.sf(statistic, degrees))
 
 
