@@ -257,7 +257,10 @@ def test_the_default_signal_is_the_newest_whole_night_not_a_newer_selection(week
     """A small manual selection run after the night (measured, but two executions of its own
     bundle) is not what the Signal page means by the newest night."""
     schedule = week.runs[-1].schedule
-    manual, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=2))
+    # Two executions of the night's opencode candidate: the week leaves opencode unconfigured
+    # (skipped). Which opencode candidate, and what the first two executions are, rotate with the week.
+    opencode = next(entry.candidate_key for entry in schedule.entries.all() if entry.candidate["adapter"] == "opencode_server")
+    manual, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(candidate_ids=(opencode,), limit=2))
     execute_run(manual, environ=ENVIRON)
     assert Report.objects.filter(run=manual, is_scripted=False, is_refresh=False).exists()
     assert reader_client.get("/api/signal/").json()["runId"] == week.runs[-1].pk
