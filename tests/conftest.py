@@ -4,6 +4,25 @@ from __future__ import annotations
 
 import pytest
 
+#: pytest-django's fixtures that open the test database; a test using none of them cannot query it.
+DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse a ``database_free`` test that can reach the database through pytest-django: CI's
+    PostgreSQL pass leaves those tests out (``.ci/run``), so the mark must not hide one that
+    depends on the backend."""
+    wrong = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("database_free") is not None
+        and (item.get_closest_marker("django_db") is not None or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
+    ]
+    if wrong:
+        raise pytest.UsageError(
+            "marked database_free but uses the database (drop the mark from its module, or the fixture): " + ", ".join(wrong[:5])
+        )
+
 
 @pytest.fixture(autouse=True)
 def _isolated_replay_store():

@@ -18,6 +18,9 @@ from schedules.building import (
 )
 from tests.reference import golden_vectors
 
+# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
+pytestmark = pytest.mark.database_free
+
 GOLDEN = golden_vectors()
 BAD_COST = "EVALHUB_MAX_CAMPAIGN_COST_USD must be a positive decimal number of US dollars such as 12 or 0.25, not {!r}"
 

@@ -30,6 +30,9 @@ from runs.evaluation.signal import (
 )
 from runs.evaluation.stats import wilson_interval
 
+# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
+pytestmark = pytest.mark.database_free
+
 CONFIG = SignalConfig()
 REPETITIONS = 3
 STABLE_RATES = (0.3, 0.5, 0.7, 0.9, 0.95)

@@ -7,6 +7,9 @@ import pytest
 
 from runs.evaluation.stats import wilson_interval
 
+# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
+pytestmark = pytest.mark.database_free
+
 
 @pytest.mark.parametrize(
     ("successes", "trials", "low", "high"),

@@ -14,6 +14,9 @@ from runs import services
 from runs.evaluation.observations import finite_json
 from tests.builders import completed_observation
 
+# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
+pytestmark = pytest.mark.database_free
+
 SECRET_VALUE = "x-bench-secret-1234"
 OPENAI = "sk-" + "proj-" + "FAKEfakeFAKE_0123456789-abcdefghijklmnop"
 AWS = "AKIA" + "IOSFODNN7EXAMPLE"

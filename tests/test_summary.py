@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
+
 from runs.services import RunSummary
+
+# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
+pytestmark = pytest.mark.database_free
 
 
 def test_a_summary_of_a_run_still_executing_says_its_counts_are_not_final() -> None:

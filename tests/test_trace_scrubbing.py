@@ -21,6 +21,9 @@ import pytest
 from evalhub.secrets import REDACTION, redact, redact_data
 from runs.executors.live.trace import TraceRecorder, gunzip, rescrub_artifact
 
+# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
+pytestmark = pytest.mark.database_free
+
 FRAMES = json.loads((Path(__file__).parent / "fixtures" / "codex-frames.json").read_text())["frames"]
 JSON_FRAMES = [frame["text"] for frame in FRAMES if frame["direction"] != "stderr"]
 KEY = "sk-test-echo-" + "a1B2c3D4e5F6g7H8" + "XYZ"

@@ -27,6 +27,9 @@ from runs.executors.live.controlplane import ControlPlane
 from runs.executors.live.observe import observe
 from runs.executors.live.pricing import Price, cost_usd
 
+# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
+pytestmark = pytest.mark.database_free
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "runs" / "executors" / "live" / "scripts"
 CASES = {case["id"]: case for case in json.loads((ROOT / "evalhub/reference_data/workflow-cases.json").read_text())["cases"]}

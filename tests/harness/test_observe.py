@@ -22,6 +22,9 @@ from runs.executors.live.observe import (
 )
 from tests.harness.test_case_driver import BUDGET, TRACE, failing, play
 
+# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
+pytestmark = pytest.mark.database_free
+
 MISBEHAVING = {
     # never calls finish_task, even after the one reminder turn
     "final-response--never-finishes": (

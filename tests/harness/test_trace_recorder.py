@@ -22,6 +22,9 @@ from runs.executors.live.trace import (
     summarize_ndjson,
 )
 
+# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
+pytestmark = pytest.mark.database_free
+
 #: Synthetic secrets, assembled by concatenation.
 KEY_VALUE = "plain-" + "key-value-0042"
 OPENAI_SHAPE = "sk-" + "proj-" + "FAKEfakeFAKE_0123456789-abcdefghijklmnop"
