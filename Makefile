@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ADDR ?= 127.0.0.1:8000
-# Extra pytest arguments for `make test`, e.g. PYTEST_ARGS='-m "not runtime"'.
+# Extra pytest arguments for `make test`, e.g. PYTEST_ARGS='-m "not runtime and not database_free"'.
 # The reference TypeScript (live-workflow-matrix.ts and its two imports) `make bench` times evalhub
 # against; the node comparison says it is skipped when the folder is absent.
 REFERENCE_SEED ?= $(abspath ../shared/seed)
