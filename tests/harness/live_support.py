@@ -284,7 +284,15 @@ def module_runs(
     name, root)``; in ``order`` when given, else by name), then the pool; on teardown the pool is
     closed and, where ``EVALHUB_E2E_TIMINGS`` names a file, how long each run took is written
     there (docs/benchmarks.md)."""
-    wanted = sorted({run for item in request.session.items if item.module is request.module for run in runs_of(item)})
+    items = [item for item in request.session.items if item.module is request.module]
+    # Each xdist worker collects every test, so each one that runs a test of this module would start
+    # all of its runs: the module's tests must share one worker (xdist_group, `--dist loadgroup`).
+    # xdist marks a grouped test by suffixing its node id with "@<group>"; without the suffix the
+    # grouping silently broke (pyproject.toml's pytest pin says how it once did).
+    ungrouped = [item.nodeid for item in items if getattr(request.config.option, "loadgroup", False) and "@" not in item.nodeid]
+    if ungrouped:
+        pytest.fail(f"--dist loadgroup did not group {ungrouped[0]} (and {len(ungrouped) - 1} more): every worker would start all the runs")
+    wanted = sorted({run for item in items for run in runs_of(item)})
     pool = CliRuns(root, workers=workers)
     for name in sorted(wanted, key=order) if order is not None else wanted:
         submit(pool, name, root)
