@@ -8,7 +8,6 @@ import pytest
 
 from evalhub.jsnum import js_number, js_round, js_sum, json_number, round_half_up
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 

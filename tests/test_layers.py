@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 REPO = Path(__file__).resolve().parent.parent

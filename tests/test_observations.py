@@ -17,7 +17,6 @@ from runs.evaluation.observations import (
 )
 from tests.reference import scoring_vectors
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 CASE = {"id": "final-response", "assertions": {"requiredOperationIds": ["finish_task"]}}

@@ -31,7 +31,6 @@ from runs.evaluation.reports import (
 )
 from tests.reference import golden_vectors, reference_cases, scoring_vectors
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 

@@ -22,7 +22,6 @@ from schedules.building import (
 )
 from tests.reference import golden_vectors, reference_cases, reference_manifest_slots
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 GOLDEN = golden_vectors()

@@ -45,7 +45,6 @@ from runs.evaluation.scoring import (
 )
 from tests.reference import REPO_ROOT, reference_cases, scoring_vectors
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 OPTIONS = {"bundleId": "runner-live-v2-ede6023f7ccf4a1f"}

@@ -17,7 +17,6 @@ from runs.evaluation.observation_schema import reference_validation_error, valid
 from runs.evaluation.scoring import ObservationError, score_observation
 from tests.reference import scoring_vectors
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 OBSERVATION_VECTORS = scoring_vectors()["observations"]

@@ -31,7 +31,6 @@ from evalhub.secrets import (
 )
 from evalhub.validation import secret_error_for, validate_no_secrets
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 # --- synthetic secrets --------------------------------------------------------------------

@@ -30,7 +30,6 @@ from runs.evaluation.signal import (
 )
 from runs.evaluation.stats import wilson_interval
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 CONFIG = SignalConfig()

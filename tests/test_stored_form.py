@@ -14,7 +14,6 @@ from runs import services
 from runs.evaluation.observations import finite_json
 from tests.builders import completed_observation
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 SECRET_VALUE = "x-bench-secret-1234"

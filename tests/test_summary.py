@@ -8,7 +8,6 @@ import pytest
 
 from runs.services import RunSummary
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 

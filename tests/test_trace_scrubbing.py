@@ -21,7 +21,6 @@ import pytest
 from evalhub.secrets import REDACTION, redact, redact_data
 from runs.executors.live.trace import TraceRecorder, gunzip, rescrub_artifact
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 FRAMES = json.loads((Path(__file__).parent / "fixtures" / "codex-frames.json").read_text())["frames"]

@@ -291,7 +291,7 @@ def module_runs(
     # grouping silently broke (pyproject.toml's pytest pin says how it once did).
     ungrouped = [item.nodeid for item in items if getattr(request.config.option, "loadgroup", False) and "@" not in item.nodeid]
     if ungrouped:
-        pytest.fail(f"--dist loadgroup did not group {ungrouped[0]} (and {len(ungrouped) - 1} more): every worker would start all the runs")
+        pytest.fail(f"--dist loadgroup did not group {len(ungrouped)} tests, e.g. {ungrouped[0]}: every worker would start all the runs")
     wanted = sorted({run for item in items for run in runs_of(item)})
     pool = CliRuns(root, workers=workers)
     for name in sorted(wanted, key=order) if order is not None else wanted:

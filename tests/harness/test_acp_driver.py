@@ -37,7 +37,6 @@ from runs.executors.live.providers import provider_for, provider_profiles
 from runs.executors.live.runtimes import RUNTIMES
 from tests.harness.test_codex_driver import Callbacks, RecordingTrace, group_alive
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 FAKE_AGENT = Path(__file__).resolve().parents[1] / "fixtures" / "fake_acp_agent.py"

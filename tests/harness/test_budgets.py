@@ -11,7 +11,6 @@ from runs.executors.live.budgets import BudgetGuard, budget_verdict
 from runs.executors.live.contracts import Usage
 from runs.executors.live.pricing import Price, cost_usd
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 # $1 per million of every kind of token: 1000 tokens cost $0.001.

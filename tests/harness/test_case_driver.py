@@ -27,7 +27,6 @@ from runs.executors.live.controlplane import ControlPlane
 from runs.executors.live.observe import observe
 from runs.executors.live.pricing import Price, cost_usd
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -33,7 +33,6 @@ from runs.executors.live.drivers.codex import (
 )
 from runs.executors.live.runtimes import RUNTIMES
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "codex-app-server-schema"

@@ -11,7 +11,6 @@ from runs.executors.live.contracts import EventLog
 from runs.executors.live.controlplane import ControlPlane
 from runs.executors.live.operations import ANSWER_SCHEMAS, INTERACTION_KINDS, argument_problems
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 CASE = {"id": "governed-interaction", "title": "Park and resume governed interactions", "steps": [], "assertions": {}}

@@ -17,7 +17,6 @@ import pytest
 from runs.executors.base import InfrastructureError
 from runs.executors.live.drivers.common import group_of, kill_process_group, start_process_group
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 ROOT = Path(__file__).resolve().parents[2]

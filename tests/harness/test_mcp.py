@@ -22,7 +22,6 @@ from runs.executors.live.contracts import EventLog
 from runs.executors.live.controlplane import ControlPlane
 from runs.executors.live.mcp_server import serve, tool_result_text
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 CODEX = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "codex"

@@ -22,7 +22,6 @@ from runs.executors.live.observe import (
 )
 from tests.harness.test_case_driver import BUDGET, TRACE, failing, play
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 MISBEHAVING = {

@@ -19,7 +19,6 @@ import pytest
 from runs.executors.live.script_schema import load_script, load_scripts_dir
 from runs.executors.live.scripted_model import ScriptedModelServer
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 KEY = "sk-test-echo-9f3a2c71"

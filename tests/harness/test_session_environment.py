@@ -13,7 +13,6 @@ from runs.executors.base import InfrastructureError
 from runs.executors.live.contracts import ProviderConfig
 from runs.executors.live.session import run_live_execution
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 CASE = {"id": "final-response", "title": "Final response", "steps": [{"kind": "turn"}], "assertions": {}}

@@ -22,7 +22,6 @@ from runs.executors.live.trace import (
     summarize_ndjson,
 )
 
-# No test here reaches a database (conftest.py checks the fixtures): the PostgreSQL pass leaves them out.
 pytestmark = pytest.mark.database_free
 
 #: Synthetic secrets, assembled by concatenation.
