@@ -95,7 +95,6 @@ def environment(base: dict[str, str], workers: int, delay: float, repo: Path = R
         "PYTHONPATH": str(repo),
         "EVALHUB_TEST_Q_WORKERS": str(workers),
         "EVALHUB_TEST_DELAY_S": str(delay),
-        "EVALHUB_TEST_CALLS": base["EVALHUB_TEST_CALLS"],
         "OPENAI_API_KEY": "x-bench-1",
         "OPENROUTER_API_KEY": "x-bench-2",
         "ANTHROPIC_API_KEY": "x-bench-3",
@@ -151,7 +150,8 @@ def main() -> None:
     trees = [REPO] + ([options.compare.resolve()] if options.compare else [])
     directory = Path(tempfile.mkdtemp(prefix="evalhub-bench-"))
     base = {key: value for key, value in os.environ.items() if not key.startswith("EVALHUB_")}
-    base.update({"DJANGO_SETTINGS_MODULE": "tests.cluster_settings", "EVALHUB_TEST_CALLS": str(directory / "calls.log")})
+    # No calls log: the no-op executor writes nothing (tests/cluster_support.py SlowExecutor).
+    base.update({"DJANGO_SETTINGS_MODULE": "tests.cluster_settings"})
     shared = base.get("DATABASE_URL") and base.get("REDIS_URL")
     if not shared:
         base.pop("DATABASE_URL", None)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import signal
@@ -24,25 +25,26 @@ ENVIRON = {"OPENAI_API_KEY": "x-cluster-1", "OPENROUTER_API_KEY": "x-cluster-2",
 
 class SlowExecutor(Executor):
     """Sleeps ``EVALHUB_TEST_DELAY_S`` seconds like a runtime would, logs the call (execution id,
-    attempt, pid) to ``EVALHUB_TEST_CALLS``, and returns a completed observation costing $0.01."""
+    attempt, pid) to ``EVALHUB_TEST_CALLS`` when it names a file, and returns a completed
+    observation costing $0.01."""
 
     runtime_name = "slow fake"
 
     def execute(self, request: ExecutionRequest) -> dict[str, Any]:
         from tests.builders import completed_observation
 
+        delay, calls_path, child_pids_path = _knobs()
         # Like a live runtime, optionally a child in a session of its own, killed on the way out
         # (as runs/executors/live/drivers/common.py kill_process_group does).
         child = None
-        if os.environ.get("EVALHUB_TEST_CHILD_PIDS"):
+        if child_pids_path:
             child = subprocess.Popen(["sleep", "600"], start_new_session=True)
-            with open(os.environ["EVALHUB_TEST_CHILD_PIDS"], "a", encoding="utf-8") as pids:
+            with open(child_pids_path, "a", encoding="utf-8") as pids:
                 pids.write(f"{child.pid}\n")
-        line = f"{request.entry['executionId']} {request.attempt} {os.getpid()}\n"
-        with open(os.environ["EVALHUB_TEST_CALLS"], "a", encoding="utf-8") as calls:
-            calls.write(line)
+        if calls_path:
+            with open(calls_path, "a", encoding="utf-8") as calls:
+                calls.write(f"{request.entry['executionId']} {request.attempt} {os.getpid()}\n")
         try:
-            delay = float(os.environ.get("EVALHUB_TEST_DELAY_S", "0.3"))
             # A no-op executor does not even sleep(0): that gives up the GIL, and a worker's
             # other threads (django-q2's result feeder) may keep it for milliseconds.
             if delay > 0:
@@ -52,6 +54,19 @@ class SlowExecutor(Executor):
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
         return completed_observation(dict(request.entry), cost_usd=0.01)
+
+
+@functools.cache
+def _knobs() -> tuple[float, str, str]:
+    """``(EVALHUB_TEST_DELAY_S, EVALHUB_TEST_CALLS, EVALHUB_TEST_CHILD_PIDS)``, read once per
+    process: the processes that run this executor are started with them, and the benchmark's
+    no-op executor (``tests/bench_cluster.py``) should cost its worker nothing per call, not the
+    three environment lookups (each a missed key's exception) it cost before."""
+    return (
+        float(os.environ.get("EVALHUB_TEST_DELAY_S", "0.3")),
+        os.environ.get("EVALHUB_TEST_CALLS", ""),
+        os.environ.get("EVALHUB_TEST_CHILD_PIDS", ""),
+    )
 
 
 def noop() -> None:

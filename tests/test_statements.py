@@ -365,6 +365,29 @@ def test_a_compiled_statement_runs_alike_watched_or_not(a_run: Run, watched: boo
 
 
 @pytest.mark.django_db
+def test_sqlite_is_given_each_statement_in_the_form_django_converts_it_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On SQLite a compiled statement reaches the driver in its ``?`` form, converted once by
+    Django's own cursor and kept: a literal ``%%`` is one ``%`` and the values bind as Django's
+    cursor binds them. Past the bound a statement is converted at every run rather than kept."""
+    from django.db import connection
+
+    from evalhub import statements
+
+    if connection.vendor != "sqlite":
+        pytest.skip("only SQLite's placeholders differ from Django's")
+    monkeypatch.setattr(statements, "_SQLITE_FORMS", {})
+    sql = "SELECT %s || 'a%%b', %s + 1"
+    assert statements._first_row((sql, ["x", 1])) == ("xa%b", 2)
+    assert statements._first_row((sql, ["y", 2])) == ("ya%b", 3)
+    kept = statements._SQLITE_FORMS
+    assert kept == {sql: "SELECT ? || 'a%b', ? + 1"}
+    monkeypatch.setattr(statements, "_SQLITE_FORMS_KEPT", 1)
+    other = "SELECT %s * 2"
+    assert statements._first_row((other, [21])) == (42,)
+    assert list(statements._SQLITE_FORMS) == [sql]
+
+
+@pytest.mark.django_db
 def test_a_compiled_statement_is_refused_inside_a_transaction_that_must_roll_back(a_run: Run) -> None:
     from django.db import DatabaseError, transaction
     from django.db.transaction import TransactionManagementError
