@@ -101,10 +101,48 @@ def environment(base: dict[str, str], workers: int, delay: float, repo: Path = R
     }
 
 
+#: The cluster's processes, by what django-q2 spawns them for: its sentinel's children in the
+#: order it starts them (``django_q.cluster.Sentinel.spawn_cluster``: the workers, then the
+#: monitor, then the pusher). A benchmark cluster runs fewer tasks than a worker's ``recycle``
+#: (500), so no process is started again.
+ROLES = ("sentinel", "pusher", "monitor", "workers")
+
+
+def cpu_seconds(cluster_pid: int, workers: int) -> dict[str, float]:
+    """CPU time (user + system, seconds) each role of the cluster started as ``cluster_pid``
+    (the leader of its process group) has used so far, read from ``/proc``; empty where
+    ``/proc`` cannot tell (not Linux, or not the processes django-q2 starts)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: list[tuple[int, int, int, float]] = []  # (parent, start time, pid, CPU seconds)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[2]) == cluster_pid:  # the process group
+            found.append((int(fields[1]), int(fields[19]), int(entry.name), (int(fields[11]) + int(fields[12])) / tick))
+    sentinels = [process for process in found if process[0] == cluster_pid]
+    if len(sentinels) != 1:
+        return {}
+    children = sorted(process for process in found if process[0] == sentinels[0][2])
+    if len(children) != workers + 2:
+        return {}
+    return {
+        "sentinel": sentinels[0][3],
+        "workers": sum(process[3] for process in children[:workers]),
+        "monitor": children[workers][3],
+        "pusher": children[workers + 1][3],
+    }
+
+
 def measure(base: dict[str, str], workers: int, delay: float, batches: list[list[str]], repo: Path = REPO) -> list[dict]:
     """Start one cluster of ``workers`` worker processes on ``repo``'s code, warm it up with one
     no-op task, run each batch (the SNIPPET's command and arguments) in turn, and stop it; returns
-    each batch's timings."""
+    each batch's timings, with ``cpu``: the CPU seconds each of the cluster's roles used while
+    the batch ran and settled (:func:`cpu_seconds`; empty when they cannot be told apart)."""
     env = {**environment(base, workers, delay, repo), "EVALHUB_TEST_Q_NAME": f"bench-{uuid.uuid4().hex[:8]}"}
     cluster = subprocess.Popen(
         [PYTHON, "manage.py", "worker", "--grace", "10"],
@@ -119,14 +157,17 @@ def measure(base: dict[str, str], workers: int, delay: float, batches: list[list
         # Warm up: the cluster is ready once it has run one no-op task.
         subprocess.run([PYTHON, "-c", SNIPPET, "noop", "1"], cwd=repo, env=env, check=True, capture_output=True, timeout=300)
         for command, *args in batches:
+            before = cpu_seconds(cluster.pid, workers)
             done = subprocess.run([PYTHON, "-c", SNIPPET, command, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
             if done.returncode != 0:
                 raise SystemExit(f"bench_cluster: {command} with {workers} worker(s) failed:\n{done.stderr[-3000:]}")
             result = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"  {repo.name}: {command}, {workers} worker(s), {delay:g} s executions: {result}", file=sys.stderr, flush=True)
-            results.append(result)
             # Let what a batch left behind (the monitor's last saves) settle before the next one.
             time.sleep(0.5)
+            after = cpu_seconds(cluster.pid, workers)
+            result["cpu"] = {role: after[role] - before[role] for role in ROLES} if before and after else {}
+            print(f"  {repo.name}: {command}, {workers} worker(s), {delay:g} s executions: {result}", file=sys.stderr, flush=True)
+            results.append(result)
         return results
     finally:
         cluster.send_signal(signal.SIGTERM)
@@ -164,6 +205,11 @@ def main() -> None:
         bases[tree] = {**base} if shared else {**base, "EVALHUB_SQLITE_PATH": str(directory / f"bench-{number}.sqlite3")}
         migrate(bases[tree], tree)
     rates = {tree: {workers: {"noop": [], "evalhub": []} for workers in (1, 2)} for tree in trees}
+    # CPU seconds and tasks, summed over every batch of a side: each role's CPU per task.
+    spent = {
+        tree: {workers: {side: {"tasks": 0, **dict.fromkeys(ROLES, 0.0)} for side in ("noop", "evalhub")} for workers in (1, 2)}
+        for tree in trees
+    }
     # Interleaved repeats: for 1 then 2 workers, again and again (with ``--compare`` each tree in
     # turn, their order alternating), one cluster per tree that runs ``--pairs`` pairs of batches,
     # a no-op batch and a night, the pair's order alternating too. Both sides of a ratio run on the
@@ -180,7 +226,12 @@ def main() -> None:
                     # SNIPPET): building and saving the night's schedule and run (``prepare``) is
                     # the nightly task's, not the executions', and the pusher's first poll is
                     # neither side's.
-                    rates[tree][workers]["evalhub" if "status" in result else "noop"].append(result["n"] / result["worked"])
+                    side = "evalhub" if "status" in result else "noop"
+                    rates[tree][workers][side].append(result["n"] / result["worked"])
+                    if result["cpu"]:
+                        spent[tree][workers][side]["tasks"] += result["n"]
+                        for role in ROLES:
+                            spent[tree][workers][side][role] += result["cpu"][role]
     print(f"broker: {broker}; {options.repeats} interleaved repeats of {options.pairs} pairs; load average: {os.getloadavg()[0]:.1f}")
     print("| tree | workers | django-q2 no-op tasks/s (best / median) | evalhub no-op executions/s (best / median) | ratio (medians) |")
     print("|---|---|---|---|---|")
@@ -191,6 +242,28 @@ def main() -> None:
                 f"| {tree.name} | {workers} | {max(rate['noop']):.1f} / {noop_rate:.1f} | {max(rate['evalhub']):.1f} / {execution_rate:.1f} "
                 f"| {execution_rate / noop_rate:.2f}× |"
             )
+    # Both sides keep the two cores busy, so a side's rate follows the CPU its tasks cost the
+    # whole cluster: the ratio of the totals below is about the ratio of the rates.
+    print()
+    print(
+        "| tree | workers | CPU per task, ms: no-op (pusher / monitor / workers / sentinel = total) | evalhub's execution (same) | ratio of totals |"
+    )
+    print("|---|---|---|---|---|")
+    for tree in trees:
+        for workers in (1, 2):
+            cells, totals = [], []
+            for side in ("noop", "evalhub"):
+                used = spent[tree][workers][side]
+                if not used["tasks"]:
+                    cells.append("—")
+                    continue
+                per_task = {role: used[role] * 1000 / used["tasks"] for role in ROLES}
+                totals.append(sum(per_task.values()))
+                cells.append(
+                    " / ".join(f"{per_task[role]:.1f}" for role in ("pusher", "monitor", "workers", "sentinel")) + f" = {totals[-1]:.1f}"
+                )
+            ratio = f"{totals[0] / totals[1]:.2f}×" if len(totals) == 2 else "—"
+            print(f"| {tree.name} | {workers} | {cells[0]} | {cells[1]} | {ratio} |")
     if options.rates_only:
         return
     slow = {workers: measure(bases[REPO], workers, options.night_delay, [["night"]])[0]["seconds"] for workers in (1, 2)}
