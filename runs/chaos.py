@@ -485,11 +485,11 @@ def run_chaos_lane(*, keys: Sequence[str] = (), now: dt.datetime | None = None, 
     execution_ids: set[str] = set()
     for position, scenario in enumerate(scenarios):
         started = timezone.now()
-        # One execution per scenario: a second scenario of the same fault (the catalog allows it)
-        # gets its position in its id, never the first one's (a unique key per run).
-        execution_id = f"chaos-{scenario.fault}"[:32]
+        # One execution per scenario, named as its scenario (its case): two keys the column's 32
+        # characters cut alike get the position in the second's id (a unique key per run).
+        execution_id = scenario.key[:32]
         if execution_id in execution_ids:
-            execution_id = f"chaos-{scenario.fault}"[: 32 - len(f"-{position}")] + f"-{position}"
+            execution_id = scenario.key[: 32 - len(f"-{position}")] + f"-{position}"
         execution_ids.add(execution_id)
         try:
             checks = SCENARIOS[scenario.fault](entry)

@@ -2106,8 +2106,10 @@ def _trace_row(execution: Execution, number: int, artifact: Any, secrets: Sequen
         if not TRACE_DIGEST.fullmatch(row.digest):
             raise ValueError("the trace digest is not sha256:<64 hex>")
     except Exception as exc:  # a malformed artifact from an executor: keep the attempt, drop the trace
+        # The run is named: a schedule's execution ids recur in every run of it (a re-run, the chaos lane's).
         logger.warning(
-            "execution %s attempt %s: the trace was not stored: %s",
+            "run %s execution %s attempt %s: the trace was not stored: %s",
+            execution.run_id,
             execution.execution_id,
             number,
             redact(f"{type(exc).__name__}: {exc}", extra_values=secrets),
@@ -2115,7 +2117,8 @@ def _trace_row(execution: Execution, number: int, artifact: Any, secrets: Sequen
         return None
     if rescrubbed:
         logger.warning(
-            "execution %s attempt %s: the trace held a secret value its recorder had not scrubbed; scrubbed before storing",
+            "run %s execution %s attempt %s: the trace held a secret value its recorder had not scrubbed; scrubbed before storing",
+            execution.run_id,
             execution.execution_id,
             number,
         )

@@ -35,7 +35,14 @@ T = TypeVar("T")
 
 
 class ScheduleError(ValueError):
-    """A schedule input is invalid; the message says which value and how to fix it."""
+    """A schedule input is invalid; the message says which value and how to fix it.
+
+    ``plays_on``: for a catalog candidate asked for on a rotation day it rests, the rotation days
+    it plays (an interface adds how to ask for one of them: ``schedules.cli.schedule_error_message``)."""
+
+    def __init__(self, message: str, *, plays_on: Sequence[int] = ()) -> None:
+        super().__init__(message)
+        self.plays_on = tuple(plays_on)
 
 
 DEFAULT_SEED = defaults.SCHEDULE_SEED
@@ -530,7 +537,8 @@ def select_schedule(
                     "select one of this week's, or preview or run one of those days"
                     if days
                     else "select one of those, or preview another rotation day"
-                )
+                ),
+                plays_on=days or (),
             )
         if candidate_id not in line_up:
             raise ScheduleError(

@@ -70,6 +70,15 @@ def seed_from_options(options: dict[str, Any]) -> str:
     return seed
 
 
+def schedule_error_message(exc: ScheduleError) -> str:
+    """``exc``'s message, redacted, for the command line: a candidate asked for on a day it rests
+    is told the flag that asks for one of the days it plays."""
+    message = redact(str(exc))
+    if exc.plays_on:
+        message += f" (add --rotation-day {exc.plays_on[0]})"
+    return message
+
+
 def cost_ceiling() -> Any:
     """The campaign cost ceiling from EVALHUB_MAX_CAMPAIGN_COST_USD, or CommandError saying what to fix."""
     try:

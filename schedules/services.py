@@ -155,7 +155,7 @@ def apply_selection(
     except SelectionError:
         raise
     except ScheduleError as exc:
-        raise SelectionError(str(exc)) from None
+        raise SelectionError(str(exc), plays_on=exc.plays_on) from None
 
 
 def unsafe_candidate_problem(candidate: Mapping[str, Any]) -> str | None:

@@ -122,9 +122,23 @@ def test_two_scenarios_of_one_fault_each_get_their_execution(reference_catalog) 
     assert run.status == "finished"
     assert sorted(run.executions.values_list("execution_id", "case_key")) == [
         ("chaos-restart", "chaos-restart"),
-        ("chaos-restart-1", "chaos-restart-again"),
+        ("chaos-restart-again", "chaos-restart-again"),
     ]
     assert out.getvalue().strip().endswith("2 of 2 invariants held")
+
+
+@pytest.mark.django_db
+def test_each_chaos_execution_is_named_as_its_scenario_and_ids_cut_alike_stay_apart(reference_catalog) -> None:
+    # Named by the fault before (chaos-duplicate_delivery beside the case chaos-duplicate-delivery).
+    long_key = "chaos-restart-" + "x" * 40
+    ChaosScenario.objects.create(key=long_key, fault="restart", expected_invariant="x", position=100)
+    ChaosScenario.objects.create(key=long_key + "y", fault="restart", expected_invariant="x", position=101)
+    run = run_chaos_lane(keys=["duplicate_delivery", long_key, long_key + "y"], now=NOW)
+    assert list(run.executions.order_by("position").values_list("execution_id", "case_key")) == [
+        ("chaos-duplicate-delivery", "chaos-duplicate-delivery"),
+        (long_key[:32], long_key),
+        (long_key[:30] + "-2", long_key + "y"),
+    ]
 
 
 @pytest.mark.django_db

@@ -172,7 +172,8 @@ BAD_FLAGS = [
     (["--candidate", "unknown"], r"^unknown Runner live eval candidate: unknown \(not in rotation day 1's line-up: codex-luna, "),
     (
         ["--candidate", "opencode-kimi"],
-        r"^candidate opencode-kimi does not play on rotation day 1: its slot plays another .* it plays on rotation days 0, 2, 4, 6: ",
+        r"^candidate opencode-kimi does not play on rotation day 1: its slot plays another .* it plays on rotation days 0, 2, 4, 6: "
+        r"select one of this week's, or preview or run one of those days \(add --rotation-day 0\)$",
     ),
     (["--candidate", ""], r"^--candidate needs an id, for example --candidate codex-luna$"),
     (["--candidate", " , "], r"^--candidate needs an id, for example --candidate codex-luna$"),

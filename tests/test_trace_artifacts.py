@@ -155,7 +155,10 @@ def test_a_trace_its_recorder_left_dirty_is_scrubbed_before_it_is_stored(referen
     for value in (OPENAI_VALUE, OPENROUTER_VALUE):
         assert value.encode() not in document
         assert value not in caplog.text
-    assert "held a secret value its recorder had not scrubbed" in caplog.text
+    assert (
+        f"run {execution.run_id} execution {execution.execution_id} attempt 1: the trace held a secret value its recorder had not scrubbed"
+        in caplog.text
+    )
 
 
 def test_a_malformed_artifact_loses_the_trace_not_the_execution(reference_catalog, caplog) -> None:
@@ -169,7 +172,7 @@ def test_a_malformed_artifact_loses_the_trace_not_the_execution(reference_catalo
     assert execution.classification == "completed"
     assert execution.attempts.count() == 1
     assert not execution.traces.exists()
-    assert "the trace was not stored" in caplog.text
+    assert f"run {execution.run_id} execution {execution.execution_id} attempt 1: the trace was not stored" in caplog.text
 
 
 def test_an_executor_that_records_nothing_stores_no_trace(reference_catalog) -> None:

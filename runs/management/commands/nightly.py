@@ -28,7 +28,7 @@ from evalhub.secrets import redact
 from runs.models import RunStatus
 from runs.services import RunActionError, RunSummary, recover_before_executing, start_nightly
 from schedules.building import ScheduleError, parse_timestamp, validate_rotation_day
-from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
+from schedules.cli import add_selector_arguments, cost_ceiling, schedule_error_message, seed_from_options, selection_from_options
 from schedules.services import CoverageError, SelectionError, apply_selection
 
 #: The night was refused: coverage fails or the schedule cannot be built; nothing ran.
@@ -208,11 +208,11 @@ class Command(DatabaseCommand):
                 as_json,
             )
         except SelectionError as exc:
-            self._bad_flags(redact(str(exc)), as_json)
+            self._bad_flags(schedule_error_message(exc), as_json)
         except RunActionError as exc:  # the same selection is already being executed
             self._refuse(str(exc), as_json)
         except ScheduleError as exc:
-            self._refuse(redact(str(exc)), as_json)
+            self._refuse(schedule_error_message(exc), as_json)
         except RedisError as exc:  # --queue with Redis down: the run is saved, its executions pending
             message = redact(
                 f"the task broker (REDIS_URL) cannot be reached ({type(exc).__name__}: {exc}): tonight's run is saved with its "

@@ -8,9 +8,8 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from evalhub.commands import DatabaseCommand
-from evalhub.secrets import redact
 from schedules.building import ScheduleError
-from schedules.cli import add_selector_arguments, seed_from_options, selection_from_options
+from schedules.cli import add_selector_arguments, schedule_error_message, seed_from_options, selection_from_options
 from schedules.services import preview_schedule
 
 
@@ -31,7 +30,7 @@ class Command(DatabaseCommand):
                 selection=selection_from_options(options),
             )
         except ScheduleError as exc:
-            raise CommandError(redact(str(exc))) from None
+            raise CommandError(schedule_error_message(exc)) from None
         if options["json"]:
             self.stdout.write(json.dumps(document, indent=2))
             return
