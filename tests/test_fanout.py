@@ -456,13 +456,23 @@ def test_a_rerun_needs_an_ended_run_with_failures(schedule, mixed_run) -> None:
 @pytest.mark.django_db
 def test_a_rerun_of_skips_still_missing_their_credentials_says_which_to_set(schedule, monkeypatch) -> None:
     """``rerun --skipped`` is for after the credentials were added: when they still are not
-    there, the command says which to set instead of quietly making another all-skipped run."""
+    there, the command says which to set instead of making another all-skipped run; queued, the
+    workers' environment decides, so it is made."""
     skipped = luna_run(schedule, limit=2)
     services.execute_run(skipped, environ={})
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    runs_before = Run.objects.count()
+    with pytest.raises(CommandError) as refused:
+        call_command("rerun", str(skipped.pk), "--skipped", stdout=StringIO())
+    assert str(refused.value) == (
+        f"the 2 skipped executions of run {skipped.pk} would all be skipped again: set OPENAI_API_KEY in the environment "
+        "first (only names are configured; values are never stored), or queue them for workers that have them (--queue)"
+    )
+    assert Run.objects.count() == runs_before
     out = StringIO()
-    call_command("rerun", str(skipped.pk), "--skipped", stdout=out)
-    assert "skipped executions need provider credentials: set OPENAI_API_KEY in the environment" in out.getvalue()
+    call_command("rerun", str(skipped.pk), "--skipped", "--queue", stdout=out)
+    assert Run.objects.count() == runs_before + 1
+    Run.objects.filter(repeat_of=skipped).update(status="finished")
     monkeypatch.setenv("OPENAI_API_KEY", "x-set-now")
     out = StringIO()
     call_command("rerun", str(skipped.pk), "--skipped", stdout=out)

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from django.db import transaction
 
 from evalhub.commands import DatabaseCommand
-from runs.management.commands.nightly import missing_credentials_hint
+from runs.management.commands.nightly import missing_credentials_hint, missing_variables
 from runs.models import RerunScope, Run
 from runs.services import RunActionError, dispatch_run, execute_run, recover_before_executing, rerun_run
 
@@ -43,6 +43,15 @@ class Command(DatabaseCommand):
         try:
             with transaction.atomic():
                 rerun = rerun_run(run, scope=scope)
+                if not options["queue"]:
+                    # Refused (the new run rolled back) rather than made only to be skipped again.
+                    missing = still_missing(rerun, os.environ)
+                    if missing:
+                        raise CommandError(
+                            f"the {rerun.executions.count()} {RerunScope(scope).label} of run {run.pk} would all be skipped again: "
+                            f"set {', '.join(missing)} in the environment first (only names are configured; values are never "
+                            "stored), or queue them for workers that have them (--queue)"
+                        )
                 queued = dispatch_run(rerun) if options["queue"] else None
         except RunActionError as exc:
             raise CommandError(str(exc)) from None
@@ -57,3 +66,13 @@ class Command(DatabaseCommand):
             if hint:
                 self.stdout.write(hint)
         self.stdout.write(summary.line())
+
+
+def still_missing(rerun: Run, environ) -> list[str]:
+    """The required variables unset in ``environ`` when every candidate of ``rerun`` lacks one,
+    so that running it here would skip each of its executions again; ``[]`` when any would run."""
+    in_run = set(rerun.executions.values_list("candidate_key", flat=True))
+    per_candidate = [missing_variables([candidate], environ) for candidate in rerun.schedule.candidates if candidate["id"] in in_run]
+    if not per_candidate or not all(per_candidate):
+        return []
+    return sorted({name for names in per_candidate for name in names})
