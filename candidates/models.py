@@ -130,7 +130,8 @@ class Candidate(SecretFreeModel):
     """
 
     key = models.CharField("id", max_length=100, validators=[key_validator], help_text="Unique across all slots, e.g. codex-luna.")
-    slot = models.ForeignKey(Slot, on_delete=models.CASCADE, related_name="candidates")
+    # Deleting a slot that still holds candidates is refused (the API says which: a 409), never a silent cascade.
+    slot = models.ForeignKey(Slot, on_delete=models.PROTECT, related_name="candidates")
     position = models.PositiveIntegerField(
         default=0, help_text="Order inside the slot: week d plays candidate d mod n.", validators=position_validators
     )

@@ -87,13 +87,20 @@ def test_deleting_a_candidate_warns_while_its_slot_is_still_too_full(reference_c
     assert COVERAGE_WARNING_HEADER not in fixed
 
 
-def test_deleting_a_slot_and_its_candidates_warns_when_coverage_needed_them(reference_catalog, staff_client):
-    kept = staff_client.delete("/api/slots/codex-strong/")
-    broken = staff_client.delete("/api/slots/opencode-inexpensive/")
+def test_a_slot_that_holds_candidates_is_not_deleted_and_an_emptied_one_warns_when_coverage_needed_it(reference_catalog, staff_client):
+    held = list(Candidate.objects.filter(slot__key="opencode-inexpensive").order_by("key").values_list("key", flat=True))
+    refused = staff_client.delete("/api/slots/opencode-inexpensive/")
 
-    assert kept.status_code == broken.status_code == 204
-    assert not Slot.objects.filter(key__in=["codex-strong", "opencode-inexpensive"]).exists()
-    assert COVERAGE_WARNING_HEADER not in kept
+    assert refused.status_code == 409
+    assert refused.json()["detail"] == (
+        "Cannot delete: still used by " + ", ".join(f"candidate {key}" for key in held) + ". Move or delete those first."
+    )
+    assert Candidate.objects.filter(slot__key="opencode-inexpensive").count() == len(held)
+    for key in held:
+        assert staff_client.delete(f"/api/candidates/{key}/").status_code == 204
+    broken = staff_client.delete("/api/slots/opencode-inexpensive/")
+    assert broken.status_code == 204
+    assert not Slot.objects.filter(key="opencode-inexpensive").exists()
     assert broken[COVERAGE_WARNING_HEADER].startswith("live schedule coverage failed: ")
     assert "strongAndInexpensiveNightly is false" in broken[COVERAGE_WARNING_HEADER]
     assert broken[COVERAGE_WARNING_HEADER].endswith(REFUSED + "; the coverage page shows the gap.")
