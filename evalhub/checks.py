@@ -4,10 +4,14 @@ Stable ids: evalhub.E001 cost ceiling, evalhub.E002 django-q2 retry/timeout, eva
 time, evalhub.E004 schedule seed, evalhub.E005 django-q2 time zone, evalhub.E006 model provider
 profiles, evalhub.E007 a Codex profile on a wire API codex does not speak, evalhub.E008 a deployment on the
 built-in secret key, evalhub.E009 the production profile with local-only hosts or DEBUG on, evalhub.E010 a
-deployment on a weak secret key (Django's W009 criteria), evalhub.W001 a live runtime that is not installed at its pinned version.
+deployment on a weak secret key (Django's W009 criteria), evalhub.E011 a public URL that is not an
+http(s) address or holds a password, evalhub.W001 a live runtime that is not installed at its pinned
+version.
 """
 
 from __future__ import annotations
+
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.checks import Error, Warning, register
@@ -75,6 +79,15 @@ def check_evalhub_settings(app_configs=None, **kwargs) -> list[Error]:
                 id="evalhub.E010",
             )
         )
+    public_url_problem = _public_url_problem(str(evalhub_setting("PUBLIC_URL") or ""))
+    if public_url_problem:
+        errors.append(
+            Error(
+                f"EVALHUB_PUBLIC_URL {public_url_problem}; it is the base of the run links every alert carries.",
+                hint="Set it to this site's address, such as https://evalhub.example.com, or unset it.",
+                id="evalhub.E011",
+            )
+        )
     seed = evalhub_setting("SCHEDULE_SEED")
     if not isinstance(seed, str) or not seed.strip():
         errors.append(Error("EVALHUB_SCHEDULE_SEED must not be blank.", id="evalhub.E004"))
@@ -87,6 +100,23 @@ def check_evalhub_settings(app_configs=None, **kwargs) -> list[Error]:
             )
         )
     return errors
+
+
+def _public_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the site's public address (alerts link to it, and a channel shows
+    it to every reader), or None: an http(s) address of a host, with no user or password."""
+    if not url.strip():
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 — raises ValueError for a port that is not a number
+    except ValueError:
+        return "is not a URL"
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        return "must be an http(s) address of a host"
+    if parts.username is not None or parts.password is not None:
+        return "must not hold a user or a password"
+    return None
 
 
 @register()

@@ -59,6 +59,9 @@ def env_bool(name: str, default: bool) -> bool:
 MAX_SECONDS = 366 * 24 * 3600
 MAX_MINUTES = 366 * 24 * 60
 MAX_DAYS = 36500
+#: The most worker processes one cluster starts: more than any machine runs usefully, and a typo
+#: (100000) must not fork the machine to a standstill.
+MAX_WORKERS = 256
 
 
 def env_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
@@ -237,12 +240,34 @@ def database_config() -> dict:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ImproperlyConfigured(f"EVALHUB_SQLITE_PATH {str(path)!r}: its folder cannot be created ({exc.strerror})") from None
+    sqlite_file_problem = _sqlite_file_problem(path)
+    if sqlite_file_problem:
+        raise ImproperlyConfigured(f"EVALHUB_SQLITE_PATH {str(path)!r} {sqlite_file_problem}")
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": path,
         "OPTIONS": sqlite_options(),
         "TEST": {"NAME": None},
     }
+
+
+def _sqlite_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot hold the embedded database — a folder, or a file that is not SQLite's —
+    or None (also for a file not made yet). Said here, as the setting's error: ``migrate``, the
+    first command a new user runs, printed the driver's traceback for either."""
+    if path.is_dir():
+        return f"is a folder: name a database file, such as {str(path / 'evalhub.sqlite3')!r}"
+    try:
+        with path.open("rb") as file:
+            header = file.read(16)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    # An empty file is one SQLite makes a database of; any other starts with SQLite's header.
+    if header and header != b"SQLite format 3\x00":
+        return "is not a SQLite database: name a new file, or the evalhub database file"
+    return None
 
 
 def sqlite_options() -> dict:
@@ -362,7 +387,7 @@ DEFAULT_FROM_EMAIL = env_str("EVALHUB_EMAIL_FROM", "evalhub@localhost")
 
 Q_CLUSTER = {
     "name": "evalhub",
-    "workers": env_int("EVALHUB_Q_WORKERS", 1, minimum=1),
+    "workers": env_int("EVALHUB_Q_WORKERS", 1, minimum=1, maximum=MAX_WORKERS),
     # A night fans out into one task per execution: the timeout must cover one execution (its
     # turns under maxLatencyMs) and ``retry`` must exceed it, or the ORM broker hands a running
     # task to a second worker — harmless (the execution's lease decides), but wasted.
@@ -410,8 +435,9 @@ EVALHUB = {
     "NOTIFY_RETRY_SECONDS": env_int("EVALHUB_NOTIFY_RETRY_SECONDS", DEFAULTS["NOTIFY_RETRY_SECONDS"], minimum=1, maximum=MAX_SECONDS),
     "NOTIFY_MAX_ATTEMPTS": env_int("EVALHUB_NOTIFY_MAX_ATTEMPTS", DEFAULTS["NOTIFY_MAX_ATTEMPTS"], minimum=1),
     "PUBLIC_URL": env_str("EVALHUB_PUBLIC_URL", DEFAULTS["PUBLIC_URL"]),
-    "SIGNAL_RECENT_NIGHTS": env_int("EVALHUB_SIGNAL_RECENT_NIGHTS", DEFAULTS["SIGNAL_RECENT_NIGHTS"], minimum=1),
-    "SIGNAL_BASELINE_NIGHTS": env_int("EVALHUB_SIGNAL_BASELINE_NIGHTS", DEFAULTS["SIGNAL_BASELINE_NIGHTS"], minimum=1),
+    # Nights are read with a LIMIT: a number beyond 64 bits failed every signal page with a 500.
+    "SIGNAL_RECENT_NIGHTS": env_int("EVALHUB_SIGNAL_RECENT_NIGHTS", DEFAULTS["SIGNAL_RECENT_NIGHTS"], minimum=1, maximum=MAX_DAYS),
+    "SIGNAL_BASELINE_NIGHTS": env_int("EVALHUB_SIGNAL_BASELINE_NIGHTS", DEFAULTS["SIGNAL_BASELINE_NIGHTS"], minimum=1, maximum=MAX_DAYS),
     "SIGNAL_ALPHA": env_level("EVALHUB_SIGNAL_ALPHA", DEFAULTS["SIGNAL_ALPHA"]),
 }
 # The build label goes into every report's bundle (shown, exported): never a secret.

@@ -66,6 +66,31 @@ def test_a_padded_nightly_time_passes_as_setup_schedules_accepts_it(settings: An
     assert check_evalhub_settings() == []
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("javascript:alert(1)", "must be an http(s) address of a host"),
+        ("evalhub.example.com", "must be an http(s) address of a host"),
+        ("https://", "must be an http(s) address of a host"),
+        ("https://u:pw@evalhub.example.com", "must not hold a user or a password"),
+        ("https://u@evalhub.example.com", "must not hold a user or a password"),
+        ("https://evalhub.example.com:port", "is not a URL"),
+    ],
+)
+def test_a_public_url_alerts_could_not_link_to_safely_is_e011(settings: Any, url: str, problem: str) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "PUBLIC_URL": url}
+    errors = [error for error in check_evalhub_settings() if error.id == "evalhub.E011"]
+    assert [error.msg for error in errors] == [f"EVALHUB_PUBLIC_URL {problem}; it is the base of the run links every alert carries."]
+    # The value, a password in it included, is never repeated.
+    assert url not in errors[0].msg
+
+
+@pytest.mark.parametrize("url", ["", "https://evalhub.example.com", "http://127.0.0.1:8000/evalhub/"])
+def test_an_http_public_url_or_none_passes(settings: Any, url: str) -> None:
+    settings.EVALHUB = {**settings.EVALHUB, "PUBLIC_URL": url}
+    assert not [error for error in check_evalhub_settings() if error.id == "evalhub.E011"]
+
+
 @pytest.mark.parametrize("seed", ["", "   ", None])
 def test_a_blank_seed_is_e004(settings: Any, seed: Any) -> None:
     settings.EVALHUB = {**settings.EVALHUB, "SCHEDULE_SEED": seed}

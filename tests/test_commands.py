@@ -444,6 +444,19 @@ PASTED_KEY = "sk-" + "proj-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
             {"EVALHUB_SQLITE_PATH": "/proc/none/evalhub.sqlite3"},
             "EVALHUB_SQLITE_PATH '/proc/none/evalhub.sqlite3': its folder cannot be created",
         ),
+        # The driver's traceback before, from the first command a new user runs (migrate).
+        ({"EVALHUB_SQLITE_PATH": "/tmp"}, "EVALHUB_SQLITE_PATH '/tmp' is a folder: name a database file, such as '/tmp/evalhub.sqlite3'"),
+        (
+            {"EVALHUB_SQLITE_PATH": "/etc/passwd"},
+            "EVALHUB_SQLITE_PATH '/etc/passwd' is not a SQLite database: name a new file, or the evalhub database file",
+        ),
+        ({"EVALHUB_Q_WORKERS": "100000"}, "EVALHUB_Q_WORKERS must be at most 256, not 100000"),
+        # A LIMIT beyond 64 bits failed every signal page with a 500.
+        (
+            {"EVALHUB_SIGNAL_RECENT_NIGHTS": "9223372036854775808"},
+            "EVALHUB_SIGNAL_RECENT_NIGHTS must be at most 36500, not 9223372036854775808",
+        ),
+        ({"EVALHUB_SIGNAL_BASELINE_NIGHTS": "40000"}, "EVALHUB_SIGNAL_BASELINE_NIGHTS must be at most 36500, not 40000"),
     ],
     ids=[
         "not-a-number",
@@ -460,6 +473,11 @@ PASTED_KEY = "sk-" + "proj-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
         "email-port",
         "log-level",
         "sqlite-folder",
+        "sqlite-path-a-folder",
+        "sqlite-path-not-a-database",
+        "too-many-workers",
+        "signal-recent-overflow",
+        "signal-baseline-overflow",
     ],
 )
 def test_a_bad_environment_variable_is_one_line_naming_it_never_its_secret(
@@ -468,6 +486,14 @@ def test_a_bad_environment_variable_is_one_line_naming_it_never_its_secret(
     done = manage(catalog_file, "nightly", **variables)
     assert done.returncode == 1
     assert done.stderr == f"evalhub is not configured correctly: {message}" + done.stderr.split(message, 1)[1]
+
+
+@pytest.mark.parametrize("path", ["/tmp", "/etc/passwd"])
+def test_migrate_on_a_path_that_cannot_hold_the_database_is_one_line(catalog_file: Path, path: str) -> None:
+    done = manage(catalog_file, "migrate", EVALHUB_SQLITE_PATH=path)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"evalhub is not configured correctly: EVALHUB_SQLITE_PATH {path!r} ")
+    assert "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "ABCDEFGHIJKLMNOP" not in done.stderr
 
