@@ -75,7 +75,8 @@ CI = matched case-insensitively; "DS" = the regex of a detect-secrets 1.5 plugin
 kind                             shape                                               CI   source
 ===============================  ==================================================  ===  ==========
 OpenAI API key                   sk- + 16 alnum (reference); sk-proj-/sk-svcacct-/   yes  reference,
-                                 sk-admin-/sk-None- + 16 of [A-Za-z0-9_-]                 OpenAI
+                                 sk-admin-/sk-None- + 16 of [A-Za-z0-9_-]; sk- + 1-3      OpenAI
+                                 labels (sk-live-) + 16 alnum
 OpenAI API key                   sk-…T3BlbkFJ… (legacy keys)                         no   DS OpenAI
 Anthropic API key                sk-ant-[api03-|admin01-|oat01-] + 16+               yes  Anthropic
 OpenRouter API key               sk-or-v1- + 32+ hex                                 yes  OpenRouter
@@ -287,7 +288,10 @@ _PLACEHOLDER = re.compile(
 )
 _SK_BODY = re.compile(
     r"[A-Za-z0-9]{16}"  # the reference shape: sk- + 16 alphanumerics
-    r"|(?:proj|svcacct|admin|none|or-v1|ant(?:-[a-z]+[0-9]*)?)-[A-Za-z0-9_-]{16}",
+    r"|(?:proj|svcacct|admin|none|or-v1|ant(?:-[a-z]+[0-9]*)?)-[A-Za-z0-9_-]{16}"
+    # The reference shape behind up to three labels (sk-live-…, sk-test-…, sk-org-prod-…):
+    # providers and proxies mint such keys, and without the label the run is a key.
+    r"|(?:[A-Za-z0-9]+[-_]){1,3}[A-Za-z0-9]{16}",
     re.ASCII | re.IGNORECASE,
 )
 # An environment variable NAME (capitals, digits, underscores) is never a secret, whatever

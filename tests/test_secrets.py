@@ -66,6 +66,10 @@ POSITIVES: list[tuple[str, str]] = [
     ("OpenAI API key", B12_OPENAI),
     ("OpenAI API key", B8_OPENAI),
     ("OpenAI API key", "sk-" + "svcacct-" + ALNUM * 6 + "_-" + ALNUM * 4),
+    # The reference shape behind labels (a value tried in every form and reflected unscrubbed).
+    ("OpenAI API key", "sk-" + "live-" + ALNUM * 5),
+    ("OpenAI API key", "sk-" + "test-" + ALNUM * 4),
+    ("OpenAI API key", "sk-" + "org-prod-" + ALNUM * 4),
     ("OpenAI API key", "sk-" + ALNUM * 5 + "T3Blbk" + "FJ" + ALNUM * 5),
     ("Anthropic API key", "sk-" + "ant-api03-" + "Ab1_" * 20 + "-Xy9AA"),
     ("Anthropic API key", "SK-" + "ANT-API03-" + "AB1_" * 20),
@@ -216,6 +220,8 @@ PARTIAL_POSITIVES: list[tuple[str, str, str]] = [
 ]
 
 NEGATIVES: list[str] = [
+    "sk-live-short1234",
+    "sk-a-b-c-d-abcdefghijklmnop",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     "OPENROUTER_API_KEY",
