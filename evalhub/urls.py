@@ -14,6 +14,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.routers import DefaultRouter
 
 from candidates.api import BudgetViewSet
+from evalhub.signin import SignInForm
 from runs.api import (
     AlertViewSet,
     ComparisonView,
@@ -152,7 +153,7 @@ urlpatterns = [
     # Public, for load balancers and monitors: 200 when every check passes, 503 when one fails
     # (why, only for signed-in users).
     path("health/", HealthView.as_view(checks=HEALTH_CHECKS), name="health"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(authentication_form=SignInForm), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The docs are pages for people: a visitor who is not signed in is sent to sign in, not shown a 401.

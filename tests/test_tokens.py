@@ -151,6 +151,18 @@ def test_a_key_typed_as_the_user_name_is_not_stored_by_the_lockout(client, user)
     assert AccessAttempt.objects.filter(username="ci").exists()  # a plain name is kept as typed
 
 
+def test_a_key_typed_as_the_user_name_is_not_shown_back_by_the_sign_in_page(client, user) -> None:
+    pasted = "sk-" + "proj-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd"
+    again = client.post(reverse("login"), {"username": pasted, "password": "wrong"})
+    assert again.status_code == 200
+    page = again.content.decode()
+    assert "didn't match" in page and pasted not in page
+    assert 'name="username" value=' not in page  # the field is empty
+    plain = client.post(reverse("login"), {"username": "ci", "password": "wrong"}).content.decode()
+    assert 'name="username" value="ci"' in plain  # a plain name is kept for the next try
+    assert client.post(reverse("login"), {"username": "ci", "password": "pw-ci-12345"}).status_code == 302
+
+
 def test_a_locked_out_sign_in_is_a_page_saying_for_how_long(client, user, settings) -> None:
     """It was a bare line of text ("Account locked: too many login attempts. Please try again
     later.") with no way back and no word of how long."""
