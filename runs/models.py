@@ -14,6 +14,7 @@ from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import F, Q
 
+from evalhub.credentials import is_credential_name, reserved_name_reason
 from evalhub.fields import DocumentField
 from evalhub.validation import ENV_NAME_PATTERN, SecretFreeModel
 from schedules.building import CAMPAIGN_COST_DECIMAL_PLACES, CAMPAIGN_COST_MAX_DIGITS
@@ -586,6 +587,10 @@ class NotificationChannel(SecretFreeModel):
             )
         elif self.kind in URL_KINDS and not self.url_env:
             errors["url_env"] = "Webhook and Slack channels need the name of the environment variable holding their URL."
+        elif self.url_env and self.kind not in URL_KINDS:
+            errors["url_env"] = "Only webhook and Slack channels have a URL variable; leave it empty."
+        elif self.url_env and (problem := _url_variable_problem(self.url_env)):
+            errors["url_env"] = problem
         if self.kind == ChannelKind.EMAIL:
             problem = _recipient_problem(self.recipients)
             if problem:
@@ -600,18 +605,39 @@ class NotificationChannel(SecretFreeModel):
         return _SEVERITY_RANK.get(severity, 1) >= _SEVERITY_RANK.get(self.min_severity, 0)
 
 
+#: The most addresses one email channel sends to (a mailing list is one address).
+MAX_RECIPIENTS = 100
+
+
+def _url_variable_problem(name: str) -> str | None:
+    """Why the variable ``name`` cannot hold a channel's URL, or None. A channel reads its
+    variable and sends every alert there, so it may not be one that holds something else of
+    evalhub's: a credential (``OPENAI_API_KEY``), the database or broker URL, the process basics.
+    ``EVALHUB_*`` names are a channel's to use (``EVALHUB_SLACK_WEBHOOK_URL``) unless
+    credential-named (``EVALHUB_EMAIL_PASSWORD``)."""
+    if is_credential_name(name):
+        return f"{name} is named as a credential; a channel's URL variable holds only its URL (for example EVALHUB_SLACK_WEBHOOK_URL)."
+    reason = reserved_name_reason(name)
+    if reason and not name.startswith("EVALHUB_"):
+        return f"{name} cannot hold a channel's URL: it is not a channel's to use ({reason})."
+    return None
+
+
 def _recipient_problem(value: object) -> str | None:
     from django.core.validators import validate_email
 
     if not isinstance(value, list) or not value:
         return 'Email channels need a JSON list of one or more addresses, e.g. ["oncall@example.com"].'
+    if len(value) > MAX_RECIPIENTS:
+        return f"An email channel sends to at most {MAX_RECIPIENTS} addresses, not {len(value)}: use a mailing list's address."
     for index, item in enumerate(value, start=1):
         try:
             validate_email(item if isinstance(item, str) else "")
         except ValidationError:
             return f"Recipient {index} is not an email address."
-    if len(set(value)) != len(value):
-        return "Recipients must not repeat."
+    # Addresses are compared ignoring case, as mail servers deliver them.
+    if len({item.casefold() for item in value}) != len(value):
+        return "Recipients must not repeat (compared ignoring case)."
     return None
 
 

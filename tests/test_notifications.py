@@ -271,6 +271,15 @@ def test_a_claimed_delivery_is_not_sent_twice(schedule, replay_executors, ready,
         ({"kind": "email", "url_env": "", "recipients": "a@example.test"}, "recipients", "JSON list"),
         ({"recipients": ["a@example.test"]}, "recipients", "Only email channels have recipients"),
         ({"kind": "pager"}, "kind", "not a valid choice"),
+        # Variables that hold something else of evalhub's: every alert would be sent there.
+        ({"url_env": "DATABASE_URL"}, "url_env", "DATABASE_URL cannot hold a channel's URL: it is not a channel's to use"),
+        ({"url_env": "PATH"}, "url_env", "PATH cannot hold a channel's URL"),
+        ({"url_env": "DJANGO_SECRET_KEY"}, "url_env", "DJANGO_SECRET_KEY is named as a credential"),
+        ({"url_env": "OPENAI_API_KEY"}, "url_env", "OPENAI_API_KEY is named as a credential"),
+        ({"url_env": "EVALHUB_EMAIL_PASSWORD"}, "url_env", "EVALHUB_EMAIL_PASSWORD is named as a credential"),
+        ({"kind": "email", "url_env": "HOOK_URL", "recipients": ["a@example.test"]}, "url_env", "Only webhook and Slack channels"),
+        ({"kind": "email", "url_env": "", "recipients": ["a@example.test", "A@EXAMPLE.TEST"]}, "recipients", "must not repeat"),
+        ({"kind": "email", "url_env": "", "recipients": [f"r{n}@example.test" for n in range(101)]}, "recipients", "at most 100"),
     ],
 )
 def test_a_bad_channel_is_refused_saying_what_to_fix(db, fields, field, message) -> None:
