@@ -11,8 +11,10 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
+from django_q.admin import ScheduleAdmin as QScheduleAdmin
+from django_q.models import Schedule as QSchedule
 
-from evalhub.admin_forms import EvalhubAdminMixin, ReadOnlyAdminMixin
+from evalhub.admin_forms import EvalhubAdminMixin, ReadOnlyAdminMixin, SecretSafeModelForm
 from evalhub.templatetags.evalhub_format import format_usd
 from runs.alerting import send_test
 from runs.models import (
@@ -29,6 +31,7 @@ from runs.models import (
     Scorecard,
     TraceArtifact,
 )
+from runs.periodic import NIGHTLY_TASK_FUNC, NOTIFY_TASK_FUNC, PRUNE_TASK_FUNC, REAPER_TASK_FUNC
 from runs.services import RunActionError, cancel_run, dispatch_run, rerun_run
 from schedules.models import ChaosScenario
 
@@ -419,3 +422,55 @@ def run_chaos_scenarios(modeladmin: admin.ModelAdmin, request: HttpRequest, quer
 _chaos_admin = admin.site._registry.get(ChaosScenario)
 if _chaos_admin is not None and run_chaos_scenarios not in (_chaos_admin.actions or ()):
     _chaos_admin.actions = (*(_chaos_admin.actions or ()), run_chaos_scenarios)
+
+
+#: The functions a periodic task may run: evalhub's own periodic tasks (``runs.tasks``).
+PERIODIC_FUNCS = (NIGHTLY_TASK_FUNC, PRUNE_TASK_FUNC, REAPER_TASK_FUNC, NOTIFY_TASK_FUNC)
+
+
+class PeriodicTaskForm(SecretSafeModelForm):
+    """django-q2's scheduled-task form, refusing what a worker would run other than evalhub's
+    own tasks: another function (``os.system``), arguments (its tasks take none: the nightly
+    failed every night with one, and a pasted key was stored in each failed task's row) or a
+    hook; a secret-shaped value is refused without being shown back, as in evalhub's own forms.
+    ``manage.py setup_schedules`` puts back a declared task edited otherwise (``runs.periodic``)."""
+
+    class Meta:
+        model = QSchedule
+        # Every field django-q2's own form shows (its editable ones).
+        fields = (
+            "name",
+            "func",
+            "hook",
+            "args",
+            "kwargs",
+            "schedule_type",
+            "minutes",
+            "repeats",
+            "next_run",
+            "cron",
+            "cluster",
+            "intended_date_kwarg",
+        )
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        if cleaned.get("func") and cleaned["func"] not in PERIODIC_FUNCS:
+            self.add_error("func", f"evalhub's workers run only its own periodic tasks: {', '.join(PERIODIC_FUNCS)}.")
+        for name in ("args", "kwargs"):
+            if cleaned.get(name):
+                self.add_error(name, "evalhub's periodic tasks take no arguments: leave this empty.")
+        if cleaned.get("hook"):
+            self.add_error("hook", "evalhub's periodic tasks record their result in their own rows: leave this empty.")
+        return cleaned
+
+
+class PeriodicTaskAdmin(QScheduleAdmin):
+    """django-q2's scheduled tasks, as django-q2 shows them, with :class:`PeriodicTaskForm`."""
+
+    form = PeriodicTaskForm
+
+
+if admin.site.is_registered(QSchedule):
+    admin.site.unregister(QSchedule)
+admin.site.register(QSchedule, PeriodicTaskAdmin)

@@ -58,17 +58,11 @@ def declare_periodic_tasks(*, now: dt.datetime) -> list[QSchedule]:
         },
     )
     if not created:
-        changed = []
         current = task.next_run.astimezone(dt.UTC) if task.next_run else None
-        if current is None or (current.hour, current.minute) != (at.hour, at.minute):
+        moved = current is None or (current.hour, current.minute) != (at.hour, at.minute)
+        if moved:
             task.next_run = next_occurrence(at, now=now)
-            changed.append("next_run")
-        for attribute, value in (("func", NIGHTLY_TASK_FUNC), ("schedule_type", QSchedule.DAILY), ("repeats", -1)):
-            if getattr(task, attribute) != value:
-                setattr(task, attribute, value)
-                changed.append(attribute)
-        if changed:
-            task.save(update_fields=changed)
+        _restore(task, {"func": NIGHTLY_TASK_FUNC, "schedule_type": QSchedule.DAILY}, also=["next_run"] if moved else [])
     return [
         task,
         _declare_daily(PRUNE_TASK_NAME, PRUNE_TASK_FUNC, PRUNE_TIME_UTC, now=now),
@@ -85,13 +79,7 @@ def _declare_every_minute(name: str, func: str, *, now: dt.datetime) -> QSchedul
         defaults={"func": func, "schedule_type": QSchedule.MINUTES, "minutes": 1, "repeats": -1, "next_run": now},
     )
     if not created:
-        changed = []
-        for attribute, value in (("func", func), ("schedule_type", QSchedule.MINUTES), ("minutes", 1), ("repeats", -1)):
-            if getattr(task, attribute) != value:
-                setattr(task, attribute, value)
-                changed.append(attribute)
-        if changed:
-            task.save(update_fields=changed)
+        _restore(task, {"func": func, "schedule_type": QSchedule.MINUTES, "minutes": 1})
     return task
 
 
@@ -102,11 +90,23 @@ def _declare_daily(name: str, func: str, at: dt.time, *, now: dt.datetime) -> QS
         defaults={"func": func, "schedule_type": QSchedule.DAILY, "repeats": -1, "next_run": next_occurrence(at, now=now)},
     )
     if not created:
-        changed = []
-        for attribute, value in (("func", func), ("schedule_type", QSchedule.DAILY), ("repeats", -1)):
-            if getattr(task, attribute) != value:
-                setattr(task, attribute, value)
-                changed.append(attribute)
-        if changed:
-            task.save(update_fields=changed)
+        _restore(task, {"func": func, "schedule_type": QSchedule.DAILY})
     return task
+
+
+#: What every declared task has besides its function and timing: no arguments, hook, cron or
+#: cluster of its own (``runs.tasks`` take none; a cluster name would leave the task to one
+#: cluster). The admin can edit a row; declaring it again puts these back.
+_UNCONFIGURED = {"args": None, "kwargs": None, "hook": None, "cron": None, "cluster": None, "intended_date_kwarg": None, "repeats": -1}
+
+
+def _restore(task: QSchedule, declared: dict[str, object], *, also: list[str] = ()) -> None:
+    """Put back what ``declared`` and ``_UNCONFIGURED`` say of an existing row (edited in the
+    admin, or by an older release), saving only the fields that changed and those in ``also``."""
+    changed = list(also)
+    for attribute, value in {**_UNCONFIGURED, **declared}.items():
+        if getattr(task, attribute) != value:
+            setattr(task, attribute, value)
+            changed.append(attribute)
+    if changed:
+        task.save(update_fields=changed)

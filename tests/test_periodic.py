@@ -152,6 +152,19 @@ def test_an_edited_row_is_put_back(settings: Any) -> None:
     )
 
 
+def test_arguments_a_hook_a_cron_or_a_cluster_given_in_the_admin_are_taken_off_every_declared_task() -> None:
+    # The nightly with an argument failed every night ("run_nightly() takes 0 positional
+    # arguments"), and the argument, a pasted key, was stored in each failed task's row.
+    rows = declare_periodic_tasks(now=utc(2026, 8, 19, 3, 0))
+    QSchedule.objects.filter(pk__in=[row.pk for row in rows]).update(
+        args="'sk-abcdefghijklmnop1234'", kwargs="x=1", hook="os.system", cron="* * * * *", cluster="elsewhere", intended_date_kwarg="day"
+    )
+    declared = declare_periodic_tasks(now=utc(2026, 8, 19, 3, 0))
+    assert [row.pk for row in declared] == [row.pk for row in rows]
+    for row in QSchedule.objects.filter(pk__in=[row.pk for row in rows]):
+        assert (row.args, row.kwargs, row.hook, row.cron, row.cluster, row.intended_date_kwarg) == (None,) * 6
+
+
 @pytest.mark.parametrize("bad", ["4am", "25:00", "04:00 UTC", ""])
 def test_a_bad_nightly_time_is_a_command_error(settings: Any, bad: str) -> None:
     settings.EVALHUB = {**settings.EVALHUB, "NIGHTLY_TIME_UTC": bad}
@@ -228,3 +241,46 @@ def test_the_spring_forward_night_still_runs(reference_catalog: None, settings: 
     assert (before.executed, after.executed) == (True, False)
     assert list(Schedule.objects.values_list("night", flat=True)) == [dt.date(2025, 3, 30)]
     assert deliver(utc(2025, 3, 31, 4, 0)).executed
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "message"),
+    [
+        ({"func": "os.system", "args": ""}, "func", "evalhub's workers run only its own periodic tasks: runs.tasks.run_nightly,"),
+        ({"args": "'sk-abcdefghijklmnop1234'"}, "args", "evalhub's periodic tasks take no arguments"),
+        ({"kwargs": "day=1"}, "kwargs", "evalhub's periodic tasks take no arguments"),
+        ({"hook": "os.system"}, "hook", "record their result in their own rows"),
+    ],
+)
+def test_the_admin_refuses_a_periodic_task_that_is_not_evalhub_s_own_as_declared(staff_client, edit, field, message) -> None:
+    from django.urls import reverse
+
+    (nightly, *_) = declare_periodic_tasks(now=utc(2026, 8, 19, 3, 0))
+    form = {
+        "name": nightly.name,
+        "func": nightly.func,
+        "hook": "",
+        "args": "",
+        "kwargs": "",
+        "schedule_type": nightly.schedule_type,
+        "minutes": "",
+        "repeats": "-1",
+        "next_run_0": "2026-08-19",
+        "next_run_1": "04:00:00",
+        "cron": "",
+        "cluster": "",
+        "intended_date_kwarg": "",
+        **edit,
+    }
+    response = staff_client.post(reverse("admin:django_q_schedule_change", args=[nightly.pk]), form)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert message in " ".join(errors[field])
+    assert "sk-abcdefghijklmnop1234" not in response.content.decode()
+    nightly.refresh_from_db()
+    assert (nightly.func, nightly.args, nightly.kwargs, nightly.hook) == (NIGHTLY_TASK_FUNC, None, None, None)
+    # As declared, the same form saves.
+    saved = staff_client.post(
+        reverse("admin:django_q_schedule_change", args=[nightly.pk]), {**form, **dict.fromkeys(edit, ""), "func": NIGHTLY_TASK_FUNC}
+    )
+    assert saved.status_code == 302
