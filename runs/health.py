@@ -47,6 +47,7 @@ class Broker(HealthCheck):
 
     def run(self) -> None:
         from django_q.brokers import get_broker
+        from django_q.conf import Conf
 
         try:
             broker = get_broker()
@@ -56,6 +57,11 @@ class Broker(HealthCheck):
         except ServiceUnavailable:
             raise
         except Exception as exc:
+            if Conf.ORM:
+                # The embedded broker is a table of the database (django-q2's ORM broker).
+                raise ServiceUnavailable(
+                    f"the task broker's table cannot be read ({type(exc).__name__}): is the database migrated? run `manage.py migrate`"
+                ) from None
             raise ServiceUnavailable(
                 f"the task broker cannot be reached ({type(exc).__name__}): check REDIS_URL and that Redis runs"
             ) from None

@@ -81,6 +81,23 @@ def test_the_orm_broker_answers() -> None:
     run_check(Broker())
 
 
+@pytest.mark.django_db
+def test_an_orm_broker_whose_table_cannot_be_read_says_to_migrate(monkeypatch) -> None:
+    # An unmigrated database was reported as "check REDIS_URL and that Redis runs" with no Redis in use.
+    from django.db import OperationalError
+    from django_q.brokers.orm import ORM
+
+    def unmigrated(self):
+        raise OperationalError("no such table: django_q_ormq")
+
+    monkeypatch.setattr(ORM, "queue_size", unmigrated)
+    with pytest.raises(
+        ServiceUnavailable,
+        match=r"^Unavailable: the task broker's table cannot be read \(OperationalError\): is the database migrated\? run `manage.py migrate`$",
+    ):
+        run_check(Broker())
+
+
 # --- the nightly's age against its schedule ------------------------------------------------------------
 
 
