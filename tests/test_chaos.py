@@ -95,6 +95,26 @@ def test_a_chaos_run_cannot_be_refreshed_by_the_service_the_command_or_the_api(c
 
 
 @pytest.mark.django_db
+def test_a_chaos_execution_s_page_shows_its_scenario_s_checks_not_an_empty_measurement(chaos_run: Run, reader_client) -> None:
+    # It said "no observation yet", "no scorecard yet" and "No attempts recorded" of a finished scenario.
+    from django.utils.html import escape
+
+    execution = chaos_run.executions.get()
+    html = reader_client.get(f"/executions/{execution.pk}/").content.decode()
+    assert execution.chaos["checks"]
+    assert escape(execution.chaos["expectedInvariant"]) in html
+    for check in execution.chaos["checks"]:
+        assert f"<tr><td>{escape(check['check'])}</td>" in html
+    assert "this execution is the scenario <code>chaos-restart</code>" in html
+    for empty in ("no observation yet", "no scorecard yet", "No attempts recorded"):
+        assert empty not in html
+    run_page = reader_client.get(f"/runs/{chaos_run.pk}/").content.decode()
+    row = run_page.split(f'id="execution-{execution.pk}"', 1)[1].split("</tr>", 1)[0]
+    # Its own attempts and cost are none: the scenario's are among its checks.
+    assert '<td class="num attempts">—</td>' in row and '<td class="num cost">—</td>' in row
+
+
+@pytest.mark.django_db
 def test_the_compare_page_says_a_chaos_run_is_not_a_measurement(chaos_run: Run, reader_client) -> None:
     html = reader_client.get("/compare/", {"a": chaos_run.pk, "b": chaos_run.pk}).content.decode()
     assert f"Not comparable: run {chaos_run.pk} is a chaos run (faults injected" in html
