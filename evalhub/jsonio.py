@@ -1,5 +1,6 @@
 """Strict JSON reading: ``NaN``, ``Infinity`` and ``-Infinity`` are errors, not floats (docs/failure-modes.md B9),
-and so is a document nested deeper than :data:`MAX_DEPTH` (which would otherwise exhaust the stack)."""
+and so are a key given twice in one object (the last would win unseen) and a document nested
+deeper than :data:`MAX_DEPTH` (which would otherwise exhaust the stack)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,16 @@ def _parse_float(value: str) -> float:
     if number in (float("inf"), float("-inf")):
         raise ValueError(f"{value} is too large: use a finite number")
     return number
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:
+            shown = repr(key) if len(key) <= 64 and key.isprintable() else "a key"
+            raise ValueError(f"{shown} appears twice in one object: give each key once")
+        document[key] = value
+    return document
 
 
 def json_depth(value: Any) -> int:
@@ -41,12 +52,12 @@ def json_depth(value: Any) -> int:
 
 def loads_strict(text: str | bytes) -> Any:
     """``json.loads`` that rejects non-finite numbers (including ``1e309``, which overflows to infinity)
-    and documents nested more than :data:`MAX_DEPTH` levels.
+    keys given twice in one object, and documents nested more than :data:`MAX_DEPTH` levels.
 
     Raises ``ValueError`` (``json.JSONDecodeError`` is one) with a message saying what is wrong.
     """
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise ValueError(f"JSON is nested too deeply: at most {MAX_DEPTH} levels are allowed") from None
     if json_depth(value) > MAX_DEPTH:

@@ -320,6 +320,16 @@ def test_non_finite_json_numbers_are_a_400(staff_client, db, raw, message):
     assert not Budget.objects.filter(name="tiny").exists()
 
 
+def test_a_key_given_twice_is_a_400_not_the_last_one_winning(staff_client, db):
+    body = '{"name": "b1", "name": "b2", "maxLatencyMs": 1, "maxAttempts": 1, "maxCostUsd": 1, "maxTotalTokens": 1}'
+
+    assert_refused(
+        send(staff_client, "post", "/api/budgets/", body),
+        {"detail": "JSON parse error - 'name' appears twice in one object: give each key once"},
+    )
+    assert not Budget.objects.exists()
+
+
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "1e309", "1.5", True, None, [1.5]])
 def test_a_cost_that_is_not_a_json_number_is_refused(staff_client, db, value):
     response = send(staff_client, "post", "/api/budgets/", budget_body(maxCostUsd=value))
