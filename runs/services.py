@@ -1876,8 +1876,13 @@ def rerun_run(run: Run, *, scope: str = RerunScope.FAILED, trigger: str = Trigge
         raise RunActionError(f"unknown re-run scope {scope!r}: use one of {', '.join(RERUN_CLASSIFICATIONS)}")
     if run.status in UNFINISHED:
         raise RunActionError(f"run {run.pk} is still {run.status}: wait for it to end (or cancel it) before re-running it")
-    if run.lane in (RunLane.REPLAY, RunLane.CHAOS):
-        raise RunActionError(f"run {run.pk} is a {run.lane}-lane run: run the {run.lane} lane again instead")
+    if run.lane == RunLane.REPLAY:
+        raise RunActionError(
+            f"run {run.pk} is a refresh (replay lane) of run {run.refresh_of_id}: re-run run {run.refresh_of_id} instead "
+            f"(`manage.py rerun {run.refresh_of_id}`), then refresh that re-run"
+        )
+    if run.lane == RunLane.CHAOS:
+        raise RunActionError(f"run {run.pk} is a chaos-lane run: run the chaos lane again instead (`manage.py chaos`)")
     if run.lane == RunLane.SCRIPTED:
         # Its scripted model lived in the process that ran it (demo_live): elsewhere its address is dead, or someone else's.
         raise RunActionError(

@@ -454,6 +454,19 @@ def test_a_rerun_needs_an_ended_run_with_failures(schedule, mixed_run) -> None:
 
 
 @pytest.mark.django_db
+def test_a_refresh_is_not_re_run_and_says_which_run_to_re_run(schedule, mixed_run) -> None:
+    from runs.reporting import refresh_run
+
+    refresh = refresh_run(mixed_run, generated_at="2026-08-19T05:00:00.000Z")
+    with pytest.raises(services.RunActionError) as refused:
+        rerun_run(refresh)
+    assert str(refused.value) == (
+        f"run {refresh.pk} is a refresh (replay lane) of run {mixed_run.pk}: re-run run {mixed_run.pk} instead "
+        f"(`manage.py rerun {mixed_run.pk}`), then refresh that re-run"
+    )
+
+
+@pytest.mark.django_db
 def test_a_rerun_of_skips_still_missing_their_credentials_says_which_to_set(schedule, monkeypatch) -> None:
     """``rerun --skipped`` is for after the credentials were added: when they still are not
     there, the command says which to set instead of making another all-skipped run; queued, the
