@@ -54,9 +54,9 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "selection",
         "repeat_of",
         "repeat_scope",
-        "cost_ceiling_usd",
+        "ceiling",
         "spent",
-        "reserved_usd",
+        "reserved",
         "cancel_requested_at",
         "has_unpriced",
         "stopped_at_ceiling",
@@ -121,6 +121,15 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def spent(self, run: Run) -> str:
         text = format_usd(run.spent_usd)
         return f"{text} (some costs unknown)" if run.has_unpriced else text
+
+    # The three amounts read alike ($12.00, not 12.000000 beside $0.00).
+    @admin.display(description="cost ceiling (USD)", ordering="cost_ceiling_usd")
+    def ceiling(self, run: Run) -> str:
+        return format_usd(run.cost_ceiling_usd)
+
+    @admin.display(description="reserved (USD)", ordering="reserved_usd")
+    def reserved(self, run: Run) -> str:
+        return format_usd(run.reserved_usd)
 
     @admin.display(description="cost", ordering="spent_usd")
     def cost(self, run: Run) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal
 
 import pytest
@@ -52,6 +53,14 @@ def test_a_run_can_be_viewed_but_not_changed_added_or_deleted(staff_client, skip
     assert staff_client.post(reverse("admin:runs_run_delete", args=[skipped_run.pk]), {"post": "yes"}).status_code == 403
     skipped_run.refresh_from_db()
     assert skipped_run.status == "finished"
+
+
+def test_a_run_s_ceiling_spend_and_reservation_read_as_dollars(staff_client, skipped_run: Run) -> None:
+    # The ceiling and the reservation showed as 12.000000 and 0.000000 beside "$0.00" spent.
+    page = staff_client.get(reverse("admin:runs_run_change", args=[skipped_run.pk])).content.decode()
+    assert "12.000000" not in page and "0.000000" not in page
+    for label, amount in (("Cost ceiling (USD)", "$12.00"), ("Spent (USD)", "$0.00"), ("Reserved (USD)", "$0.00")):
+        assert re.search(rf"{re.escape(label)}:?</label>\s*<div class=\"readonly\">{re.escape(amount)}</div>", page), label
 
 
 def test_the_execution_changelist_searches_and_filters(staff_client, skipped_run: Run) -> None:
