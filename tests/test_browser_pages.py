@@ -17,7 +17,7 @@ import pytest
 from evalhub.templatetags.evalhub_charts import NARROW
 from runs.models import Classification
 from tests.browser_night import Nights
-from tests.browser_support import PHONE, SCREENSHOTS, broken_links, look_at, y_tick_labels
+from tests.browser_support import DESKTOP, PHONE, SCREENSHOTS, broken_links, look_at, y_tick_labels
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -195,6 +195,30 @@ def test_the_candidate_charts_fit_a_phone_and_keep_their_desktop_layout(signed_i
             # The plot's middle in the narrow layout's units (evalhub/templatetags/evalhub_charts.py), scaled to pixels.
             middle = plot["x"] + (NARROW.left + (NARROW.width - NARROW.left - NARROW.right) / 2) * plot["width"] / NARROW.width
             assert abs(no_data["x"] + no_data["width"] / 2 - middle) < 2
+
+
+def test_a_run_at_a_phone_width_keeps_its_command_whole_and_says_the_table_scrolls(signed_in, live_server, nights: Nights) -> None:
+    """At 390 px the skipped banner's ``manage.py rerun N --skipped`` stays on one line, and the
+    executions table, which scrolls sideways, has a line above it saying so and a shadow on its
+    right edge; at 1366 px, where the table fits, neither shows."""
+    page = signed_in
+    look = look_at(page, f"{live_server.url}/runs/{nights.tonight.pk}/", "run-phone-command-and-scroll", folder="checks")
+    assert look.problems() == []
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/runs/{nights.tonight.pk}/")
+    command = page.locator(".missing-next code.command")
+    assert command.inner_text() == f"manage.py rerun {nights.tonight.pk} --skipped"
+    assert command.evaluate("(code) => code.getClientRects().length") == 1
+    box = command.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    scroller = page.locator("div.scroll-cue:has(> table.executions)")
+    assert scroller.evaluate("(box) => box.scrollWidth > box.clientWidth + 1")
+    assert page.locator(".scroll-hint").inner_text() == "Scroll sideways for more columns →"
+    assert page.locator(".scroll-hint").is_visible()
+    assert "rgba(31, 41, 51, 0.28)" in scroller.evaluate("(box) => getComputedStyle(box).backgroundImage")
+    page.set_viewport_size(DESKTOP)
+    assert not scroller.evaluate("(box) => box.scrollWidth > box.clientWidth + 1")
+    assert not page.locator(".scroll-hint").is_visible()
 
 
 def test_the_history_fits_the_desktop_width_with_a_chaos_run_and_a_re_run(signed_in, live_server, nights: Nights) -> None:
