@@ -179,6 +179,8 @@ def test_tonight_warns_that_the_night_may_stop_early_and_where(reader_client, ni
     assert "This night may stop early." in page
     assert f"Its worst case is ${worst:.2f}" in page and "against the $12.00 campaign ceiling" in page
     assert "would stop at execution #" in page
+    # It names the setting to change (evalhub/settings.py reads it as MAX_CAMPAIGN_COST_USD).
+    assert "The ceiling is set by the <code>EVALHUB_MAX_CAMPAIGN_COST_USD</code> environment variable where the nightly runs" in page
     assert "180000 ms" not in page and "3 min 00 s" in page
 
 
@@ -188,6 +190,7 @@ def test_the_preview_warns_too_and_shows_money_as_money(staff_client, nights) ->
         staff_client.get(reverse("admin:schedules_schedule_preview"), {"seed": nights.tonight.schedule.seed, "night": f"{night:%Y-%m-%d}"})
     )
     assert "This night may stop early." in page
+    assert "<code>EVALHUB_MAX_CAMPAIGN_COST_USD</code>" in page
     assert "<td>0.8</td>" not in page and "<td>$0.80</td>" in page
     assert "<td>180000</td>" not in page
 
