@@ -225,6 +225,9 @@ def test_the_run_page_of_a_night_that_scored_nothing_does_not_call_it_measured(r
     assert "first measured night" not in section
     assert "measured night" not in section
     assert "The bundle has 1 night in its history so far." in section
+    # And what to do next: set the variables for the next nightly, or re-run the skipped executions.
+    assert "Set the candidates' required environment variables where the nightly runs" in section
+    assert f'<code class="command">manage.py rerun {skipped_run.pk} --skipped</code>' in section
 
 
 def test_the_run_page_of_a_first_night_that_scored_says_there_is_nothing_before_it(reader_client, replayed_run: Run) -> None:
