@@ -3,8 +3,9 @@
 ``look_at(page, url, name)`` opens a page at the desktop width (1366 × 900) and at a phone width
 (390 × 844) and returns what it found: console errors (including failed requests such as a missing
 favicon), elements whose text overflows their box (or is clipped by it), tables cut off at the
-desktop width, links that cannot be clicked because something covers them, chart tick labels that
-are too small or repeat, and a screenshot at each width under ``var/screenshots/``.
+desktop width, links that cannot be clicked because something covers them, chart text that is too
+small (at either width) or tick labels that repeat, and a screenshot at each width under
+``var/screenshots/``.
 ``broken_links(page, urls)`` fetches every same-site link with the page's sign-in and returns those
 that answer an error.
 """
@@ -84,11 +85,16 @@ _LAYOUT_JS = """
   }
   window.scrollTo(0, 0);
   for (const svg of document.querySelectorAll('figure.chart svg')) {
+    const box = svg.getBoundingClientRect();
+    if (box.width <= 1) continue;  // the layout the stylesheet hides at this width
+    const figure = svg.closest('figure');
+    const padding = parseFloat(getComputedStyle(figure).paddingLeft) + parseFloat(getComputedStyle(figure).paddingRight);
     const ticks = [...svg.querySelectorAll('text')].map((text) => ({
       text: text.textContent.trim(), cls: text.getAttribute('class'), px: text.getBoundingClientRect().height,
       size: parseFloat(getComputedStyle(text).fontSize) * (svg.getScreenCTM() ? svg.getScreenCTM().a : 1),
+      left: text.getBoundingClientRect().left - box.left, right: box.right - text.getBoundingClientRect().right,
     }));
-    charts.push({id: svg.closest('figure').id, texts: ticks});
+    charts.push({id: figure.id, cls: svg.getAttribute('class'), width: box.width, room: figure.clientWidth - padding, texts: ticks});
   }
   return {overflowing, scrolled, covered, charts};
 }
@@ -105,6 +111,8 @@ class Look:
     scrolled_at_desktop: list[str] = field(default_factory=list)
     covered: dict[str, list[str]] = field(default_factory=dict)
     charts: list[dict[str, Any]] = field(default_factory=list)
+    #: The charts as drawn at the phone width (each chart's visible layout, as ``charts``).
+    phone_charts: list[dict[str, Any]] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     screenshots: list[Path] = field(default_factory=list)
     status: int = 0
@@ -112,10 +120,11 @@ class Look:
 
     def chart_problems(self) -> list[str]:
         problems = []
-        for chart in self.charts:
+        for width, chart in [("1366", chart) for chart in self.charts] + [("phone", chart) for chart in self.phone_charts]:
             for text in chart["texts"]:
                 if text["size"] < MIN_CHART_TEXT_PX - 0.01:
-                    problems.append(f"{chart['id']}: {text['text']!r} is {text['size']:.1f} px")
+                    problems.append(f"{chart['id']} at {width}: {text['text']!r} is {text['size']:.1f} px")
+        for chart in self.charts + self.phone_charts:
             y_ticks = y_tick_labels(chart)
             if not y_ticks:
                 problems.append(f"{chart['id']}: no y-axis tick labels")
@@ -181,6 +190,8 @@ def look_at(page: Any, url: str, name: str, *, folder: str = "pages") -> Look:
                 look.scrolled_at_desktop = found["scrolled"]
                 look.charts = found["charts"]
                 look.links = page.eval_on_selector_all("a[href]", "links => links.map((a) => a.href)")
+            else:
+                look.phone_charts = found["charts"]
             shot = folder_path / f"{_slug(name)}-{label}.png"
             page.screenshot(path=str(shot), full_page=True)
             look.screenshots.append(shot)

@@ -203,6 +203,13 @@ def test_the_admin_index_links_to_the_preview(staff_client) -> None:
     assert PREVIEW in staff_client.get(reverse("admin:index")).content.decode()
 
 
+def test_the_admin_tools_link_the_api_and_its_docs(staff_client) -> None:
+    html = staff_client.get(reverse("admin:index")).content.decode()
+    tools = html[html.index('<div class="module evalhub-tools">') : html.index("</div>", html.index("evalhub-tools"))]
+    assert f'<a href="{reverse("api-root")}">API</a>' in tools
+    assert f'<a href="{reverse("api-docs")}">interactive docs</a>' in tools
+
+
 # --- the preview page ----------------------------------------------------------------------------
 
 

@@ -14,9 +14,10 @@ from collections.abc import Callable
 
 import pytest
 
+from evalhub.templatetags.evalhub_charts import NARROW
 from runs.models import Classification
 from tests.browser_night import Nights
-from tests.browser_support import SCREENSHOTS, broken_links, look_at, y_tick_labels
+from tests.browser_support import DESKTOP, PHONE, SCREENSHOTS, broken_links, look_at, y_tick_labels
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -159,7 +160,7 @@ def test_charts_the_admin_tools_link_the_favicon_and_the_screenshots(signed_in, 
     assert page.locator("#chart-latency circle.point").count() == 0
     assert page.locator("#chart-pass-rate circle.point").count() == 0
     assert page.locator("#chart-cost circle.point").count() == 0
-    assert page.locator("#chart-latency .no-data").is_visible()
+    assert page.locator("#chart-latency .no-data:visible").is_visible()
     # The admin's "Preview a schedule" link is on top, and clicking it opens the preview.
     page.goto(f"{live_server.url}/admin/")
     page.get_by_role("link", name="Preview a schedule").click(timeout=5000)
@@ -170,6 +171,54 @@ def test_charts_the_admin_tools_link_the_favicon_and_the_screenshots(signed_in, 
     assert page.get_attribute("link[rel=icon]", "href") == icon
     assert page.context.request.get(live_server.url + icon).status == 200
     assert page.context.request.get(f"{live_server.url}/favicon.ico").status == 200
+
+
+def test_the_candidate_charts_fit_a_phone_and_keep_their_desktop_layout(signed_in, live_server, nights: Nights) -> None:
+    """At 390 px each chart is drawn within its box, no wider, with every label whole and at
+    reading size, and "no data" in the middle of the plot; at 1366 px it is the wide layout."""
+    for candidate in ("codex-luna", "opencode-glm"):
+        look = look_at(signed_in, f"{live_server.url}/candidates/{candidate}/", f"candidate-{candidate}-charts", folder="checks")
+        assert len(look.phone_charts) == len(look.charts) == 4
+        assert all("chart-wide" in chart["cls"].split() for chart in look.charts)
+        for chart in look.phone_charts:
+            assert "chart-narrow" in chart["cls"].split(), chart["id"]
+            assert chart["width"] <= chart["room"] + 0.5, (chart["id"], chart["width"], chart["room"])
+            for text in chart["texts"]:
+                assert text["left"] >= -0.5 and text["right"] >= -0.5, (chart["id"], text)
+                assert text["size"] >= 11, (chart["id"], text)
+        assert look.chart_problems() == []
+        if candidate == "opencode-glm":
+            signed_in.set_viewport_size(PHONE)
+            signed_in.goto(f"{live_server.url}/candidates/{candidate}/")
+            no_data = signed_in.locator("#chart-latency svg.chart-narrow .no-data").bounding_box()
+            plot = signed_in.locator("#chart-latency svg.chart-narrow").bounding_box()
+            # The plot's middle in the narrow layout's units (evalhub/templatetags/evalhub_charts.py), scaled to pixels.
+            middle = plot["x"] + (NARROW.left + (NARROW.width - NARROW.left - NARROW.right) / 2) * plot["width"] / NARROW.width
+            assert abs(no_data["x"] + no_data["width"] / 2 - middle) < 2
+
+
+def test_a_run_at_a_phone_width_keeps_its_command_whole_and_says_the_table_scrolls(signed_in, live_server, nights: Nights) -> None:
+    """At 390 px the skipped banner's ``manage.py rerun N --skipped`` stays on one line, and the
+    executions table, which scrolls sideways, has a line above it saying so and a shadow on its
+    right edge; at 1366 px, where the table fits, neither shows."""
+    page = signed_in
+    look = look_at(page, f"{live_server.url}/runs/{nights.tonight.pk}/", "run-phone-command-and-scroll", folder="checks")
+    assert look.problems() == []
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/runs/{nights.tonight.pk}/")
+    command = page.locator(".missing-next code.command")
+    assert command.inner_text() == f"manage.py rerun {nights.tonight.pk} --skipped"
+    assert command.evaluate("(code) => code.getClientRects().length") == 1
+    box = command.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    scroller = page.locator("div.scroll-cue:has(> table.executions)")
+    assert scroller.evaluate("(box) => box.scrollWidth > box.clientWidth + 1")
+    assert page.locator(".scroll-hint").inner_text() == "Scroll sideways for more columns →"
+    assert page.locator(".scroll-hint").is_visible()
+    assert "rgba(31, 41, 51, 0.28)" in scroller.evaluate("(box) => getComputedStyle(box).backgroundImage")
+    page.set_viewport_size(DESKTOP)
+    assert not scroller.evaluate("(box) => box.scrollWidth > box.clientWidth + 1")
+    assert not page.locator(".scroll-hint").is_visible()
 
 
 def test_the_history_fits_the_desktop_width_with_a_chaos_run_and_a_re_run(signed_in, live_server, nights: Nights) -> None:

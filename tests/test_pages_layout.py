@@ -55,6 +55,13 @@ def test_every_page_has_the_navigation_and_a_sign_out_button(reader_client, name
     assert reverse("admin:index") not in html  # the admin link is for staff only
 
 
+def test_every_page_links_the_api_where_the_readme_presents_it(reader_client) -> None:
+    html = reader_client.get(reverse("pages:runs")).content.decode()
+    nav = html[html.index('<nav class="site-nav"') : html.index("</nav>")]
+    assert f'<a href="{reverse("api-root")}">API</a>' in nav
+    assert reverse("api-root") == "/api/"
+
+
 def test_staff_see_the_admin_link(staff_client) -> None:
     assert f'href="{reverse("admin:index")}"' in staff_client.get(reverse("pages:runs")).content.decode()
 

@@ -345,8 +345,12 @@ def test_the_candidate_page_charts_pass_rate_score_latency_and_cost(reader_clien
     html = response.content.decode()
     assert response.status_code == 200
     for title in ("Pass rate", "Mean overall score", "p95 settlement latency", "Cost per run"):
-        assert re.search(rf'<svg class="line-chart"[^>]*role="img"[^>]*>\s*<title id="[^"]+">{title}</title>', html), title
-    assert html.count("<polyline") >= 4
+        for layout in ("wide", "narrow"):
+            assert re.search(rf'<svg class="line-chart chart-{layout}"[^>]*role="img"[^>]*>\s*<title id="[^"]+">{title}</title>', html), (
+                title,
+                layout,
+            )
+    assert html.count("<polyline") >= 8
     assert "runs, oldest to newest" in html
     points = response.context["history"].points
     assert [point.run_id for point in points if point.run_id in (first.pk,)] == [first.pk]

@@ -197,6 +197,8 @@ def test_the_run_page_lists_every_execution_with_its_outcome(reader_client, skip
         assert f"repetition {execution.repetition}</div>" in row
         assert execution.failure_message in row
     assert f"<strong>{len(executions)}</strong> skipped" in html
+    # The table scrolls sideways on a phone: a line above it says so, and its box marks the edges.
+    assert '<p class="scroll-hint" aria-hidden="true">Scroll sideways for more columns →</p>\n<div class="scroll scroll-cue">' in html
 
 
 def test_the_run_page_says_plainly_which_variables_are_missing(reader_client, skipped_run: Run) -> None:
@@ -206,7 +208,8 @@ def test_the_run_page_says_plainly_which_variables_are_missing(reader_client, sk
     assert f"{total} executions skipped" in notice
     assert "required environment variables were not set where the run executed" in notice
     # What to do next, for a run that ended (a running one cannot be re-run yet).
-    assert f"<code>manage.py rerun {skipped_run.pk} --skipped</code>" in notice
+    # A command, marked so that it never breaks across lines (evalhub.css, code.command).
+    assert f'<code class="command">manage.py rerun {skipped_run.pk} --skipped</code>' in notice
     for name in {name for execution in skipped_run.executions.all() for name in execution.failure_message.rpartition(": ")[2].split(", ")}:
         assert f"<code>{name}</code>" in notice
     assert "required qualification environment is missing: OPENAI_API_KEY" in html
@@ -222,6 +225,9 @@ def test_the_run_page_of_a_night_that_scored_nothing_does_not_call_it_measured(r
     assert "first measured night" not in section
     assert "measured night" not in section
     assert "The bundle has 1 night in its history so far." in section
+    # And what to do next: set the variables for the next nightly, or re-run the skipped executions.
+    assert "Set the candidates' required environment variables where the nightly runs" in section
+    assert f'<code class="command">manage.py rerun {skipped_run.pk} --skipped</code>' in section
 
 
 def test_the_run_page_of_a_first_night_that_scored_says_there_is_nothing_before_it(reader_client, replayed_run: Run) -> None:

@@ -17,7 +17,7 @@ import pytest
 from django.urls import reverse
 
 from candidates.models import Candidate
-from evalhub.templatetags.evalhub_charts import line_chart_geometry, nice_axis
+from evalhub.templatetags.evalhub_charts import NARROW, line_chart_geometry, nice_axis
 from runs.evaluation.renderers import render_junit
 from runs.models import Classification, Report, Run
 from runs.queries import candidate_history
@@ -112,10 +112,24 @@ def test_latency_ticks_read_in_seconds_and_an_empty_chart_keeps_distinct_ticks()
     assert len(set(texts)) == len(texts) and empty["empty"]
 
 
+def test_a_narrow_chart_labels_its_first_and_last_runs_within_its_box() -> None:
+    labels = ["run 1 · 2026-12-01", "run 2 · 2026-12-02", "run 3 · 2026-12-03"]
+    wide = line_chart_geometry(labels, [0.5, 0.6, 0.7], kind="rate")
+    narrow = line_chart_geometry(labels, [0.5, 0.6, 0.7], kind="rate", layout=NARROW)
+    assert [tick.text for tick in wide["x_ticks"]] == labels
+    assert [(tick.text, tick.anchor) for tick in narrow["x_ticks"]] == [(labels[0], "start"), (labels[-1], "end")]
+    assert (narrow["width"], narrow["left"], narrow["right"]) == (330, 56, 318)
+    assert all(narrow["left"] <= point.x <= narrow["right"] for point in narrow["points"])
+
+
 def test_the_latency_chart_is_titled_for_people(reader_client, nights) -> None:
     page = html(reader_client.get(reverse("pages:candidate", args=["codex-luna"])))
     assert "p95 settlement latency (s)" in page
     assert "settlementMs, p95" not in page
+    # Drawn at both layouts, each scaling to its box rather than a fixed 560 px.
+    assert page.count('<svg class="line-chart chart-wide" viewBox="0 0 560 220"') == 4
+    assert page.count('<svg class="line-chart chart-narrow" viewBox="0 0 330 240"') == 4
+    assert 'width="560"' not in page
 
 
 # --- compare -------------------------------------------------------------------------------------
@@ -165,6 +179,8 @@ def test_tonight_warns_that_the_night_may_stop_early_and_where(reader_client, ni
     assert "This night may stop early." in page
     assert f"Its worst case is ${worst:.2f}" in page and "against the $12.00 campaign ceiling" in page
     assert "would stop at execution #" in page
+    # It names the setting to change (evalhub/settings.py reads it as MAX_CAMPAIGN_COST_USD).
+    assert "The ceiling is set by the <code>EVALHUB_MAX_CAMPAIGN_COST_USD</code> environment variable where the nightly runs" in page
     assert "180000 ms" not in page and "3 min 00 s" in page
 
 
@@ -174,6 +190,7 @@ def test_the_preview_warns_too_and_shows_money_as_money(staff_client, nights) ->
         staff_client.get(reverse("admin:schedules_schedule_preview"), {"seed": nights.tonight.schedule.seed, "night": f"{night:%Y-%m-%d}"})
     )
     assert "This night may stop early." in page
+    assert "<code>EVALHUB_MAX_CAMPAIGN_COST_USD</code>" in page
     assert "<td>0.8</td>" not in page and "<td>$0.80</td>" in page
     assert "<td>180000</td>" not in page
 

@@ -5,6 +5,7 @@ counts pinned. The nights are built by the services a nightly uses (tests/signal
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from decimal import Decimal
 
@@ -17,7 +18,7 @@ from runs.alerting import deliver_report_alerts
 from runs.evaluation.stats import wilson_interval
 from runs.models import Alert, ChannelKind, NotificationChannel, Report, Run
 from runs.reporting import alert_rows, refresh_run
-from runs.services import create_run, execute_run
+from runs.services import create_run, execute_run, start_nightly
 from runs.signal import SIGNIFICANT_REGRESSION, bundle_signal, signal_config
 from schedules.models import ScheduleEntry
 from schedules.services import Selection
@@ -271,6 +272,32 @@ def test_the_default_signal_is_the_newest_whole_night_not_a_newer_selection(week
     assert "The bundle has 1 night in its history so far." in html and "no change can be significant yet" in html
     assert set(manual.executions.values_list("classification", flat=True)) == {"skipped"}
     assert "Nothing of this bundle was scored yet: every execution was skipped or failed on the infrastructure." in html
+
+
+def test_the_heat_map_says_plainly_how_many_nights_it_read_and_shows(week: SignalNights, reader_client, settings) -> None:
+    html = reader_client.get(reverse("pages:signal")).content.decode()
+    assert f"{len(week.runs)} nights of history, all shown below." in html
+    assert " read)" not in html
+    # Narrower windows: the heat map shows the newest three nights, the test reads back further.
+    settings.EVALHUB = {**settings.EVALHUB, "SIGNAL_RECENT_NIGHTS": 1, "SIGNAL_BASELINE_NIGHTS": 2}
+    html = reader_client.get(reverse("pages:signal")).content.decode()
+    assert f"{len(week.runs)} nights of history read, the newest 3 shown below: each case × candidate is tested on its own" in html
+
+
+def test_a_signal_page_with_nothing_scored_says_what_to_do_next(reference_catalog, reader_client) -> None:
+    """Every execution skipped (no provider variables): one night, and the way to a measured one."""
+    night = dt.datetime(2026, 11, 30, 4, 0, tzinfo=dt.UTC)
+    run = start_nightly(seed="runner-live-seven-week-v1", cost_ceiling_usd=Decimal("12"), now=night, environ={}, execute=True).run
+    assert set(run.executions.values_list("classification", flat=True)) == {"skipped"}
+    html = reader_client.get(reverse("pages:signal")).content.decode()
+    assert "1 night of history shown below." in html
+    empty = html[html.index("Nothing of this bundle was scored yet") :]
+    empty = empty[: empty.index("</p>")]
+    assert "Set the candidates' required environment variables where the nightly runs" in empty
+    assert f'<a href="{reverse("pages:candidates")}">Candidates</a>' in empty
+    assert '<code class="command">manage.py nightly --execute</code>' in empty
+    assert f'<code class="command">manage.py rerun {run.pk} --skipped</code>' in empty
+    assert "never counts as history" in empty
 
 
 def test_the_api_before_anything_was_measured_is_a_404(reader_client) -> None:

@@ -44,7 +44,7 @@ def test_a_queued_run_with_no_worker_says_a_worker_is_needed(queued_night, reade
     notice = notice_of(page)
     assert " hidden" not in notice.split(">", 1)[0]
     assert "No worker is running" in notice and '<span class="waiting">40</span>' in notice
-    assert "<code>manage.py worker</code>" in notice
+    assert '<code class="command">manage.py worker</code>' in notice
     assert progress["waitingForWorker"] == 40
 
 

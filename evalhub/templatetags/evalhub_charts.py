@@ -4,6 +4,10 @@
 list of points (oldest first) that each have a ``label``; a point whose value is None leaves a
 gap. The SVG carries a title and description for screen readers, every point a tooltip, and
 both axes are labelled.
+
+Each line chart is drawn twice, at a wide and at a narrow layout: both scale to their box
+(viewBox, width 100%), and the stylesheet shows the one whose text reads at 11 px or more in
+the box it has (the narrow one below 520 px, a phone's width).
 """
 
 from __future__ import annotations
@@ -21,6 +25,25 @@ register = template.Library()
 
 WIDTH, HEIGHT = 560, 220
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 14, 44
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A line chart's drawing box in SVG units: its size, its margins, and whether the x axis
+    labels its middle run too (a narrow chart has room for the first and last only)."""
+
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = LEFT
+    right: int = RIGHT
+    top: int = TOP
+    bottom: int = BOTTOM
+    middle_tick: bool = True
+
+
+WIDE = Layout()
+#: Drawn 330 units wide, it shows 12 px text at about 12 px on a 390 px phone (a 337 px box).
+NARROW = Layout(width=330, height=240, left=56, right=12, middle_tick=False)
 
 
 def _percent(value: float) -> str:
@@ -85,8 +108,9 @@ def nice_axis(largest: float) -> tuple[float, list[float]]:
     return round(step * count, 12), [round(step * index, 12) for index in range(count + 1)]
 
 
-def line_chart_geometry(labels: Sequence[str], values: Sequence[float | None], *, kind: str) -> dict[str, Any]:
-    """Pixel positions for the chart template: points, line segments (split at gaps) and ticks.
+def line_chart_geometry(labels: Sequence[str], values: Sequence[float | None], *, kind: str, layout: Layout = WIDE) -> dict[str, Any]:
+    """Positions in ``layout``'s SVG units for the chart template: points, line segments (split
+    at gaps) and ticks.
 
     ``kind`` says how values read: ``rate`` and ``score`` in [0, 1], ``seconds`` (values in ms,
     ticks in s), ``usd``, ``number``. None is a gap: nothing was measured there."""
@@ -97,14 +121,16 @@ def line_chart_geometry(labels: Sequence[str], values: Sequence[float | None], *
         top, tick_values = FIXED_MAX[kind], [0.0, 0.5, 1.0]
     else:
         top, tick_values = nice_axis(max(present) if present else EMPTY_MAX.get(kind, 0.0))
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    left, top_margin = layout.left, layout.top
+    plot_w = layout.width - layout.left - layout.right
+    plot_h = layout.height - layout.top - layout.bottom
     count = len(values)
 
     def x_of(index: int) -> float:
-        return round(LEFT + (plot_w / 2 if count == 1 else index * plot_w / (count - 1)), 1)
+        return round(left + (plot_w / 2 if count == 1 else index * plot_w / (count - 1)), 1)
 
     def y_of(value: float) -> float:
-        return round(TOP + plot_h - (value / top) * plot_h, 1)
+        return round(top_margin + plot_h - (value / top) * plot_h, 1)
 
     points, segments, current = [], [], []
     for index, (label, value) in enumerate(zip(labels, values, strict=True)):
@@ -119,25 +145,25 @@ def line_chart_geometry(labels: Sequence[str], values: Sequence[float | None], *
     if current:
         segments.append(current)
     y_ticks = [Tick(y_of(value), tick_fmt(value)) for value in tick_values]
-    picks = sorted({0, count // 2, count - 1}) if count else []
+    picks = sorted({0, count // 2, count - 1} if layout.middle_tick else {0, count - 1}) if count else []
     x_ticks = [
         Tick(x_of(index), labels[index], "middle" if count == 1 else "start" if index == 0 else "end" if index == count - 1 else "middle")
         for index in picks
     ]
     return {
-        "width": WIDTH,
-        "height": HEIGHT,
-        "left": LEFT,
-        "right": WIDTH - RIGHT,
-        "top": TOP,
-        "bottom": HEIGHT - BOTTOM,
+        "width": layout.width,
+        "height": layout.height,
+        "left": left,
+        "right": layout.width - layout.right,
+        "top": top_margin,
+        "bottom": layout.height - layout.bottom,
         "points": points,
         "lines": [" ".join(f"{p.x},{p.y}" for p in segment) for segment in segments if len(segment) > 1],
         "y_ticks": y_ticks,
         "x_ticks": x_ticks,
         "empty": not points,
-        "middle_x": round(LEFT + plot_w / 2, 1),
-        "middle_y": round(TOP + plot_h / 2, 1),
+        "middle_x": round(left + plot_w / 2, 1),
+        "middle_y": round(top_margin + plot_h / 2, 1),
     }
 
 
@@ -148,7 +174,10 @@ def line_chart(
     labels = [str(point.label) for point in points]
     values = [getattr(point, attribute) for point in points]
     return {
-        **line_chart_geometry(labels, values, kind=kind),
+        "layouts": [
+            ("wide", line_chart_geometry(labels, values, kind=kind)),
+            ("narrow", line_chart_geometry(labels, values, kind=kind, layout=NARROW)),
+        ],
         "title": title,
         "y_label": y_label,
         "chart_id": chart_id,

@@ -152,7 +152,7 @@ def pvalue(value: Any) -> str:
 @register.simple_tag
 def page_url(name: str) -> str:
     """``{% page_url "pages:runs" %}``: ``{% url %}`` of a URL name without arguments, reversed once
-    per URL configuration and script prefix (the site header links nine pages on every page, and
+    per URL configuration and script prefix (the site header links ten pages on every page, and
     each ``reverse`` walks the resolver)."""
     return _reversed(name, get_urlconf() or settings.ROOT_URLCONF, get_script_prefix())
 
@@ -168,7 +168,7 @@ def site_nav(context: template.Context) -> SafeString:
     """``{% site_nav %}``: the site header's links (``templates/includes/site_nav.html``), the
     current page's marked ``aria-current``, the admin's for staff only. They depend on nothing
     else, so each combination is rendered once per URL configuration and script prefix; every
-    page saves the template work of nine links and their comparisons. (Once per process: an
+    page saves the template work of ten links and their comparisons. (Once per process: an
     edit of the include shows after a restart.)"""
     request = context.get("request")
     match = getattr(request, "resolver_match", None)
