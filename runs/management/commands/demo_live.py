@@ -30,7 +30,7 @@ from runs.executors.live.runtimes import RUNTIMES
 from runs.models import RunLane
 from runs.services import create_run, execute_run, recover_before_executing
 from schedules.building import ScheduleError
-from schedules.cli import add_selector_arguments, cost_ceiling, seed_from_options, selection_from_options
+from schedules.cli import add_selector_arguments, cost_ceiling, schedule_error_message, seed_from_options, selection_from_options
 from schedules.services import CoverageError, Selection, apply_selection, schedule_for_night
 
 
@@ -80,8 +80,10 @@ class Command(DatabaseCommand):
             # drivers are asked: "no live runtime drives X" would blame the runtime.
             if selection.candidate_ids:
                 apply_selection(schedule.to_document(), Selection(candidate_ids=selection.candidate_ids))
-        except (CoverageError, ScheduleError) as exc:
+        except CoverageError as exc:
             raise CommandError(redact(str(exc))) from None
+        except ScheduleError as exc:
+            raise CommandError(schedule_error_message(exc)) from None
         drivers = driver_classes(list(schedule.candidates))
         wanted = selection.candidate_ids or tuple(drivers)
         undriven = [candidate for candidate in wanted if candidate not in drivers]
