@@ -5,8 +5,8 @@ time, evalhub.E004 schedule seed, evalhub.E005 django-q2 time zone, evalhub.E006
 profiles, evalhub.E007 a Codex profile on a wire API codex does not speak, evalhub.E008 a deployment on the
 built-in secret key, evalhub.E009 the production profile with local-only hosts or DEBUG on, evalhub.E010 a
 deployment on a weak secret key (Django's W009 criteria), evalhub.E011 a public URL that is not an
-http(s) address or holds a password, evalhub.W001 a live runtime that is not installed at its pinned
-version.
+http(s) address or holds a password, evalhub.E012 unusable signal settings, evalhub.W001 a live runtime
+that is not installed at its pinned version.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def check_evalhub_settings(app_configs=None, **kwargs) -> list[Error]:
                 f"The signal settings are not usable: {exc}.",
                 hint="EVALHUB_SIGNAL_RECENT_NIGHTS and EVALHUB_SIGNAL_BASELINE_NIGHTS are whole numbers of at least 1; "
                 "EVALHUB_SIGNAL_ALPHA is a level above 0 and at most 0.5.",
-                id="evalhub.E010",
+                id="evalhub.E012",
             )
         )
     public_url_problem = _public_url_problem(str(evalhub_setting("PUBLIC_URL") or ""))

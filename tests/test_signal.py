@@ -324,7 +324,7 @@ def test_unusable_signal_settings_are_a_system_check_error(settings, overrides: 
 
     settings.EVALHUB = {**settings.EVALHUB, **overrides}
     (error,) = check_evalhub_settings()
-    assert error.id == "evalhub.E010"
+    assert error.id == "evalhub.E012"
     assert re.search(message, error.msg)
 
 
