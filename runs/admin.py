@@ -31,7 +31,7 @@ from runs.models import (
     Scorecard,
     TraceArtifact,
 )
-from runs.periodic import NIGHTLY_TASK_FUNC, NOTIFY_TASK_FUNC, PRUNE_TASK_FUNC, REAPER_TASK_FUNC
+from runs.periodic import PERIODIC_TASK_FUNCS
 from runs.services import RunActionError, cancel_run, dispatch_run, rerun_run
 from schedules.models import ChaosScenario
 
@@ -433,10 +433,6 @@ if _chaos_admin is not None and run_chaos_scenarios not in (_chaos_admin.actions
     _chaos_admin.actions = (*(_chaos_admin.actions or ()), run_chaos_scenarios)
 
 
-#: The functions a periodic task may run: evalhub's own periodic tasks (``runs.tasks``).
-PERIODIC_FUNCS = (NIGHTLY_TASK_FUNC, PRUNE_TASK_FUNC, REAPER_TASK_FUNC, NOTIFY_TASK_FUNC)
-
-
 class PeriodicTaskForm(SecretSafeModelForm):
     """django-q2's scheduled-task form, refusing what a worker would run other than evalhub's
     own tasks: another function (``os.system``), arguments (its tasks take none: the nightly
@@ -464,8 +460,8 @@ class PeriodicTaskForm(SecretSafeModelForm):
 
     def clean(self) -> dict:
         cleaned = super().clean()
-        if cleaned.get("func") and cleaned["func"] not in PERIODIC_FUNCS:
-            self.add_error("func", f"evalhub's workers run only its own periodic tasks: {', '.join(PERIODIC_FUNCS)}.")
+        if cleaned.get("func") and cleaned["func"] not in PERIODIC_TASK_FUNCS:
+            self.add_error("func", f"evalhub's workers run only its own periodic tasks: {', '.join(PERIODIC_TASK_FUNCS)}.")
         for name in ("args", "kwargs"):
             if cleaned.get(name):
                 self.add_error(name, "evalhub's periodic tasks take no arguments: leave this empty.")

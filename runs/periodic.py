@@ -17,6 +17,8 @@ REAPER_TASK_NAME = "evalhub-reaper"
 REAPER_TASK_FUNC = "runs.tasks.reap"
 NOTIFY_TASK_NAME = "evalhub-deliver-notifications"
 NOTIFY_TASK_FUNC = "runs.tasks.deliver_notifications"
+#: Every function a declared periodic task runs (the admin's scheduled tasks run only these).
+PERIODIC_TASK_FUNCS = (NIGHTLY_TASK_FUNC, PRUNE_TASK_FUNC, REAPER_TASK_FUNC, NOTIFY_TASK_FUNC)
 #: The daily history pruning runs at this UTC time, away from the nightly.
 PRUNE_TIME_UTC = dt.time(12, 0, tzinfo=dt.UTC)
 _HH_MM = re.compile(r"(?P<hours>[01][0-9]|2[0-3]):(?P<minutes>[0-5][0-9])")

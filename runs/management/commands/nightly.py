@@ -108,11 +108,16 @@ def missing_variables(candidates, environ) -> list[str]:
     return sorted(name for name in names if not environ.get(name))
 
 
+def run_candidates(run, candidates) -> list:
+    """The candidate documents among ``candidates`` (a schedule's) that ``run`` executes."""
+    in_run = set(run.executions.values_list("candidate_key", flat=True))
+    return [candidate for candidate in candidates if candidate["id"] in in_run]
+
+
 def missing_credentials_hint(run, candidates, environ) -> tuple[list[str], str]:
     """The required variables of ``run``'s candidates (among the schedule's ``candidates``) unset
     in ``environ``, and the line that says to set them (``""`` when none is missing)."""
-    in_run = set(run.executions.values_list("candidate_key", flat=True))
-    missing = missing_variables([c for c in candidates if c["id"] in in_run], environ)
+    missing = missing_variables(run_candidates(run, candidates), environ)
     if not missing:
         return missing, ""
     return missing, (

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from django.db import transaction
 
 from evalhub.commands import DatabaseCommand
-from runs.management.commands.nightly import missing_credentials_hint, missing_variables
+from runs.management.commands.nightly import missing_credentials_hint, missing_variables, run_candidates
 from runs.models import RerunScope, Run
 from runs.services import RunActionError, dispatch_run, execute_run, recover_before_executing, rerun_run
 
@@ -71,8 +71,7 @@ class Command(DatabaseCommand):
 def still_missing(rerun: Run, environ) -> list[str]:
     """The required variables unset in ``environ`` when every candidate of ``rerun`` lacks one,
     so that running it here would skip each of its executions again; ``[]`` when any would run."""
-    in_run = set(rerun.executions.values_list("candidate_key", flat=True))
-    per_candidate = [missing_variables([candidate], environ) for candidate in rerun.schedule.candidates if candidate["id"] in in_run]
+    per_candidate = [missing_variables([candidate], environ) for candidate in run_candidates(rerun, rerun.schedule.candidates)]
     if not per_candidate or not all(per_candidate):
         return []
     return sorted({name for names in per_candidate for name in names})
