@@ -4,7 +4,9 @@ a skipped execution, completed ones, the run's report — compiles nothing more.
 
 from __future__ import annotations
 
+import gc
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -85,12 +87,33 @@ def test_without_preparing_the_same_night_compiles_them_in_its_first_executions(
     assert any(name.startswith("insert scorecards") for name in fresh_process)
 
 
+@pytest.fixture(autouse=True)
+def _collections_as_before() -> Iterator[None]:
+    """A worker's start freezes the objects the process holds: the test process's are thawed again."""
+    yield
+    gc.unfreeze()
+
+
 @pytest.mark.django_db
 def test_a_worker_prepares_its_statements_when_it_starts(fresh_process: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(leases, "install_worker_signal_handlers", lambda: None)
     worker.on_worker_start(proc_name="Process-1")
     assert any(name.startswith("claim an execution") for name in fresh_process)
     assert any(name.startswith("read an execution to run") and name.endswith("reader") for name in fresh_process)
+
+
+@pytest.mark.django_db
+def test_a_started_worker_leaves_what_it_holds_out_of_the_collectors_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(leases, "install_worker_signal_handlers", lambda: None)
+    gc.unfreeze()
+    held = ["made before the worker started"]
+    assert any(found is held for found in gc.get_objects())
+    worker.on_worker_start(proc_name="Process-1")
+    assert gc.get_freeze_count() > 10_000
+    assert not any(found is held for found in gc.get_objects())
+    # What the process makes afterwards is collected as before.
+    made = ["made by a task"]
+    assert any(found is made for found in gc.get_objects())
 
 
 @pytest.mark.django_db
