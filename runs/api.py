@@ -30,6 +30,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from evalhub.api.exceptions import Conflict
@@ -988,7 +989,8 @@ class LeaderboardView(ApiViewMixin, APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
-        unknown = [name for name in params if name not in ("nights", "sort")]
+        # ``format`` is the browsable API's own switch (its "json" link): see reject_unknown_params.
+        unknown = [name for name in params if name not in ("nights", "sort", api_settings.URL_FORMAT_OVERRIDE)]
         errors: dict[str, Any] = {name: ["Unknown query parameter. Accepted: nights, sort."] for name in unknown}
         nights = LEADERBOARD_NIGHTS
         try:

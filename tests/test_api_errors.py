@@ -67,6 +67,22 @@ def test_an_unknown_query_parameter_is_a_400_on_every_list_and_detail(reference_
 
 
 @pytest.mark.parametrize(
+    "url",
+    ["/api/tonight/", "/api/signal/", "/api/leaderboard/", "/api/coverage/", "/api/schedules/preview/", "/api/comparisons/"],
+)
+def test_the_browsable_apis_format_links_work_on_the_views_outside_the_router(reference_catalog, reader_client, url: str) -> None:
+    # The browsable API's "GET ▾ json / api" menu links every page to ?format=json and ?format=api:
+    # a view refusing ``format`` as an unknown parameter answered its own link with a 400.
+    plain = reader_client.get(url, HTTP_ACCEPT="application/json")
+    for fmt in ("json", "api"):
+        response = reader_client.get(url, {"format": fmt})
+        assert response.status_code == plain.status_code, response.content
+        if response.status_code == 400 and fmt == "json":
+            assert "format" not in response.json()
+    assert "zzz" in reader_client.get(url, {"format": "json", "zzz": "1"}).json()
+
+
+@pytest.mark.parametrize(
     ("url", "name"),
     [
         ("/api/executions/?run=1&run=2", "run"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions
 from rest_framework.request import Request
+from rest_framework.settings import api_settings
 
 #: The largest primary key any supported database stores (2**63 - 1, a signed 64-bit integer).
 MAX_ID = 2**63 - 1
@@ -21,8 +22,12 @@ MAX_ID = 2**63 - 1
 def reject_unknown_params(request: Request, accepted: tuple[str, ...], *, repeatable: tuple[str, ...] = ()) -> None:
     """A 400 ``{"<name>": ["Unknown query parameter. Accepted: ..."]}`` for any parameter not in
     ``accepted`` (``"This endpoint takes no query parameters."`` when ``accepted`` is empty), then
-    :func:`reject_repeated_params` for those given twice that are not ``repeatable``."""
-    unknown = [name for name in request.query_params if name not in accepted]
+    :func:`reject_repeated_params` for those given twice that are not ``repeatable``.
+
+    ``format`` (DRF's ``URL_FORMAT_OVERRIDE``) is always accepted, as the viewsets accept it
+    (``evalhub/api/views.py``): the browsable API links every page to ``?format=json`` and
+    ``?format=api``, and content negotiation has read it before the view runs."""
+    unknown = [name for name in request.query_params if name not in accepted and name != api_settings.URL_FORMAT_OVERRIDE]
     if unknown:
         message = f"Unknown query parameter. Accepted: {', '.join(accepted)}." if accepted else "This endpoint takes no query parameters."
         raise exceptions.ValidationError({name: [message] for name in unknown})
