@@ -129,6 +129,17 @@ def test_schedule_table_lists_every_entry_and_the_total(reference_catalog: None)
     assert len([line for line in lines if " rwe-" in line]) == 40
 
 
+def test_schedule_table_shows_budgets_with_their_units_as_tonights_page_does(reference_catalog: None) -> None:
+    # The JSON's 0.2 printed as "$0.2" and 150000 as "150000 ms", where Tonight shows $0.20 and 2 min 30 s.
+    rows = [line for line in run("schedule", "--generated-at", GENERATED_AT).splitlines() if " rwe-" in line]
+    budgets = {line.split("  ")[-1] for line in rows}
+    assert budgets == {
+        "3 min 00 s/turn, $1.50, 100,000 tokens",
+        "3 min 00 s/turn, $0.80, 100,000 tokens",
+        "2 min 30 s/turn, $0.20, 64,000 tokens",
+    }
+
+
 def test_schedule_does_not_save_anything(reference_catalog: None) -> None:
     run("schedule", "--json")
     run("schedule")

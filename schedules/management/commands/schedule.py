@@ -8,6 +8,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from evalhub.commands import DatabaseCommand
+from evalhub.templatetags.evalhub_format import duration, format_usd
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, schedule_error_message, seed_from_options, selection_from_options
 from schedules.services import preview_schedule
@@ -38,7 +39,10 @@ class Command(DatabaseCommand):
 
 
 def render_table(document: dict) -> str:
-    """A readable table of a schedule document: one line per entry, then the totals."""
+    """A readable table of a schedule document: one line per entry, then the totals.
+
+    An entry's budget reads as Tonight's page shows it: ``3 min 00 s/turn, $1.50, 100,000 tokens``
+    (the latency per turn, the cost ceiling in USD, the token ceiling)."""
     lines = [
         f"seed {document['seed']} · rotation day {document['rotationDay']} · generated {document['generatedAt']}",
         "line-up: " + ", ".join(f"{c['slotId']}={c['id']}" for c in document["candidates"]),
@@ -49,8 +53,8 @@ def render_table(document: dict) -> str:
         budget = entry["budget"]
         lines.append(
             f"{number:>3}  {entry['executionId']:<20}  {entry['caseId']:<26}  {entry['candidateId']:<20}  "
-            f"{entry['slotId']:<22}  {entry['repetition']:>3}  {budget['maxLatencyMs']} ms, ${budget['maxCostUsd']}, "
-            f"{budget['maxTotalTokens']} tokens"
+            f"{entry['slotId']:<22}  {entry['repetition']:>3}  {duration(budget['maxLatencyMs'])}/turn, "
+            f"{format_usd(budget['maxCostUsd'])}, {budget['maxTotalTokens']:,} tokens"
         )
     lines.append("")
     lines.append(f"{document['expectedExecutions']} executions")
