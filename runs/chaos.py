@@ -62,12 +62,28 @@ class Checks:
     def expect(self, check: str, actual: Any, expected: Any) -> None:
         self.items.append({"check": check, "expected": _plain(expected), "actual": _plain(actual), "held": actual == expected})
 
+    def expect_usd(self, check: str, actual: Decimal | None, expected: Decimal) -> None:
+        """As :meth:`expect`, for amounts in USD: both shown as dollars (``$0.21``, every stored
+        decimal kept), so a held check never shows ``0.210000000000000`` against ``0.210000``."""
+        self.items.append({"check": check, "expected": _usd(expected), "actual": _usd(actual), "held": actual == expected})
+
     def expect_true(self, check: str, condition: bool, actual: Any) -> None:
         self.items.append({"check": check, "expected": True, "actual": _plain(actual), "held": bool(condition)})
 
     @property
     def held(self) -> bool:
         return all(item["held"] for item in self.items)
+
+
+def _usd(amount: Decimal | None) -> Any:
+    """``$0.21``, ``$0.00``, ``$0.000123``: at least cents, and never fewer places than the amount
+    has, so two different amounts are never shown alike. Anything else (a missing cost) as is,
+    so a violated check still shows what was found."""
+    if not isinstance(amount, Decimal) or not amount.is_finite():
+        return _plain(amount)
+    exact = amount.normalize()
+    places = max(2, -exact.as_tuple().exponent)
+    return f"${amount.quantize(Decimal(1).scaleb(-places)):f}"
 
 
 def _plain(value: Any) -> Any:
@@ -162,9 +178,11 @@ def _money(checks: Checks, run: Run) -> None:
     counted, within the ceiling, and no attempt left open."""
     run.refresh_from_db()
     counted = Attempt.objects.filter(execution__run=run).aggregate(total=Sum("counted_usd"))["total"] or Decimal(0)
-    checks.expect("nothing is left reserved", run.reserved_usd, Decimal(0))
-    checks.expect("the run's spend is what its attempts counted", run.spent_usd, counted)
-    checks.expect_true("spend is within the ceiling", run.spent_usd <= run.cost_ceiling_usd, f"{run.spent_usd} of {run.cost_ceiling_usd}")
+    checks.expect_usd("nothing is left reserved", run.reserved_usd, Decimal(0))
+    checks.expect_usd("the run's spend is what its attempts counted", run.spent_usd, counted)
+    checks.expect_true(
+        "spend is within the ceiling", run.spent_usd <= run.cost_ceiling_usd, f"{_usd(run.spent_usd)} of {_usd(run.cost_ceiling_usd)}"
+    )
     checks.expect("no attempt is left running", Attempt.objects.filter(execution__run=run, outcome=AttemptOutcome.RUNNING).count(), 0)
 
 
@@ -202,8 +220,11 @@ def scenario_restart(entry: ScheduleEntry) -> Checks:
         _attempts(execution),
         [[1, "worker_lost", "worker_lost"], [2, "observation", ""]],
     )
+    # "2 of 3", as retry_exhaustion's "never more than maxAttempts" shows it: a bare 2 under
+    # "expected True" did not say what the bound was.
+    allowed = services.max_attempts(entry.candidate)
     checks.expect_true(
-        "attempts stay within maxAttempts", execution.attempts.count() <= services.max_attempts(entry.candidate), execution.attempts.count()
+        "attempts stay within maxAttempts", execution.attempts.count() <= allowed, f"{execution.attempts.count()} of {allowed}"
     )
     checks.expect("one execution owns finalisation: a second finalise does nothing", services.finalise_run(scratch.run.pk), False)
     checks.expect("the run is finished", Run.objects.get(pk=scratch.run.pk).status, RunStatus.FINISHED)
@@ -230,7 +251,7 @@ def scenario_duplicate_delivery(entry: ScheduleEntry) -> Checks:
     checks.expect("a delivery after the run does nothing", again, "already settled")
     checks.expect("the executor is called once", scratch.executor.calls, [1])
     checks.expect("one attempt", _attempts(execution), [[1, "observation", ""]])
-    checks.expect("the cost is counted once", execution.cost_usd, Decimal("0.02"))
+    checks.expect_usd("the cost is counted once", execution.cost_usd, Decimal("0.02"))
     _money(checks, scratch.run)
     return _done(checks, scratch)
 
@@ -329,9 +350,9 @@ def scenario_stale_checkpoint(entry: ScheduleEntry) -> Checks:
         [[1, "worker_lost", "worker_lost"], [2, "observation", ""]],
     )
     checks.expect_true("the late result is noted on attempt 1", "late result arrived" in first.message, first.message)
-    checks.expect("attempt 1 counts its known cost, not its reservation", first.counted_usd, Decimal("0.05"))
+    checks.expect_usd("attempt 1 counts its known cost, not its reservation", first.counted_usd, Decimal("0.05"))
     checks.expect("the execution is settled once", [execution.status, execution.owner], ["finished", "chaos-second-worker:2"])
-    checks.expect("the execution's cost is both calls'", execution.cost_usd, Decimal("0.08"))
+    checks.expect_usd("the execution's cost is both calls'", execution.cost_usd, Decimal("0.08"))
     _money(checks, scratch.run)
     return _done(checks, scratch)
 

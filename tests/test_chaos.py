@@ -4,6 +4,7 @@ invariant holds; the results are a chaos-lane run, never history."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from io import StringIO
 
 import pytest
@@ -40,6 +41,19 @@ def test_all_eight_scenarios_hold_their_invariants(reference_catalog) -> None:
     # Only the results remain: the scratch runs are gone, and nothing is reported (never history).
     assert list(Run.objects.values_list("lane", flat=True)) == ["chaos"]
     assert Report.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_money_checks_show_dollars_and_the_attempt_bound_shows_its_limit(reference_catalog) -> None:
+    # The page printed a held check as expected 0.210000000000000, actual 0.210000 (the same
+    # amount), the ceiling as "0.210000 of 2.000000", and the attempt bound as expected True, actual 2.
+    (row,) = run_chaos_lane(keys=["restart"], now=NOW).executions.all()
+    checks = {check["check"]: check for check in row.chaos["checks"]}
+    counted = checks["the run's spend is what its attempts counted"]
+    assert counted["expected"] == counted["actual"] and re.fullmatch(r"\$\d+\.\d\d", counted["actual"])
+    assert checks["nothing is left reserved"]["actual"] == "$0.00"
+    assert re.fullmatch(re.escape(counted["actual"]) + r" of \$\d+\.\d\d", checks["spend is within the ceiling"]["actual"])
+    assert checks["attempts stay within maxAttempts"]["actual"] == "2 of 3"
 
 
 @pytest.mark.django_db
