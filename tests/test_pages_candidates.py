@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from candidates.models import Candidate, Slot
+from evalhub.templatetags.evalhub_format import duration
 from schedules.building import rotation_day
 from schedules.services import iso_timestamp
 from tests.builders import make_budget, make_candidate
@@ -59,7 +60,18 @@ def test_each_candidate_shows_its_runtime_model_tier_and_budget(reader_client, r
         row = candidate_row(html, candidate.key)
         for text in (candidate.adapter, candidate.provider, candidate.model, candidate.tier, candidate.budget.name):
             assert text in row
-        assert f"{candidate.budget.max_latency_ms} ms/turn" in row
+        # As Tonight's page and the schedule command show a budget: a duration, tokens in thousands.
+        assert f"{duration(candidate.budget.max_latency_ms)}/turn" in row
+        assert f"{candidate.budget.max_total_tokens:,} tokens" in row
+        assert "ms/turn" not in row
+
+
+def test_a_budget_reads_in_minutes_and_thousands(reader_client, reference_catalog) -> None:
+    row = candidate_row(reader_client.get(PAGE).content.decode(), "codex-luna")
+    budget = Candidate.objects.get(key="codex-luna").budget
+    assert budget.max_latency_ms == 180_000 and budget.max_total_tokens == 100_000
+    assert "3 min 00 s/turn" in row
+    assert "100,000 tokens" in row
 
 
 def test_required_variables_show_set_or_missing_and_never_a_value(reader_client, reference_catalog, environment) -> None:
