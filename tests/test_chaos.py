@@ -4,6 +4,7 @@ invariant holds; the results are a chaos-lane run, never history."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from io import StringIO
 
@@ -126,6 +127,23 @@ def test_a_chaos_execution_s_page_shows_its_scenario_s_checks_not_an_empty_measu
     row = run_page.split(f'id="execution-{execution.pk}"', 1)[1].split("</tr>", 1)[0]
     # Its own attempts and cost are none: the scenario's are among its checks.
     assert '<td class="num attempts">—</td>' in row and '<td class="num cost">—</td>' in row
+
+
+def test_a_chaos_check_shows_its_values_as_json_and_its_table_says_it_scrolls(chaos_run: Run, reader_client) -> None:
+    # The page printed Python: ['finished', 'completed'], True, None.
+    from django.utils.html import escape
+
+    execution = chaos_run.executions.get()
+    html = reader_client.get(f"/executions/{execution.pk}/").content.decode()
+    listed = [check for check in execution.chaos["checks"] if isinstance(check["actual"], list)]
+    assert listed and any(check["expected"] is True for check in execution.chaos["checks"])
+    for check in listed:
+        assert f"<code>{escape(json.dumps(check['actual'], ensure_ascii=False))}</code>" in html
+    assert "<code>true</code>" in html
+    for python in ("<code>True</code>", "<code>False</code>", "<code>None</code>", "[&#x27;"):
+        assert python not in html
+    table = html.split('<table class="data chaos-checks">', 1)[0]
+    assert table.endswith('<div class="scroll scroll-cue">') and "Scroll sideways for more columns" in table[-200:]
 
 
 @pytest.mark.django_db

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
@@ -56,6 +57,19 @@ def duration(milliseconds: Any) -> str:
         return f"{ms / 1000:.1f} s"
     minutes, seconds = divmod(ms // 1000, 60)
     return f"{minutes} min {seconds:02d} s"
+
+
+@register.filter
+def as_json(value: Any) -> str:
+    """A stored JSON value as JSON reads (``["finished", "completed"]``, ``true``, ``null``), not
+    as Python prints it (``['finished', 'completed']``, ``True``, ``None``); a string as it is.
+    What a chaos check expected and found is JSON in its run's document (runs/chaos.py)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 @register.filter
