@@ -224,7 +224,9 @@ def test_the_run_page_of_a_night_that_scored_nothing_does_not_call_it_measured(r
     assert "Nothing of this bundle was scored yet: every execution was skipped or failed on the infrastructure." in section
     assert "first measured night" not in section
     assert "measured night" not in section
-    assert "The bundle has 1 night in its history so far." in section
+    # The history it counts is not called anything but unscored (it read "1 night in its history"
+    # right above "Nothing of this bundle was scored yet").
+    assert "The bundle has 1 night in its history so far, none of it scored." in section
     # And what to do next: set the variables for the next nightly, or re-run the skipped executions.
     assert "Set the candidates' required environment variables where the nightly runs" in section
     assert f'<code class="command">manage.py rerun {skipped_run.pk} --skipped</code>' in section
@@ -234,6 +236,7 @@ def test_the_run_page_of_a_first_night_that_scored_says_there_is_nothing_before_
     html = reader_client.get(reverse("pages:run", args=[replayed_run.pk])).content.decode()
     assert "This is the bundle's first measured night: there is no previous night to compare with yet." in html
     assert "Nothing of this bundle was scored yet" not in html
+    assert "The bundle has 1 night in its history so far." in html and "none of it scored" not in html
 
 
 def test_the_run_page_shows_unknown_for_an_unpriced_execution_never_zero(reader_client, replayed_run: Run) -> None:

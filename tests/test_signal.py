@@ -269,7 +269,7 @@ def test_the_default_signal_is_the_newest_whole_night_not_a_newer_selection(week
     # Asked for by id, it still is its own bundle's history, whose first night has nothing before it
     # (and, its two executions skipped, nothing scored: the run page says so, as the Signal page does).
     html = reader_client.get(reverse("pages:run", args=[manual.pk])).content.decode()
-    assert "The bundle has 1 night in its history so far." in html and "no change can be significant yet" in html
+    assert "The bundle has 1 night in its history so far, none of it scored." in html and "no change can be significant yet" in html
     assert set(manual.executions.values_list("classification", flat=True)) == {"skipped"}
     assert "Nothing of this bundle was scored yet: every execution was skipped or failed on the infrastructure." in html
 
