@@ -70,8 +70,9 @@ def test_a_violated_invariant_is_a_failed_execution(reference_catalog, monkeypat
 
 @pytest.mark.django_db
 def test_the_command_names_scenarios_and_fails_on_unknown_ones(reference_catalog) -> None:
-    out = StringIO()
-    call_command("chaos", "chaos-wake-race", "restart", stdout=out)
+    out, err = StringIO(), StringIO()
+    call_command("chaos", "chaos-wake-race", "restart", stdout=out, stderr=err)
+    assert err.getvalue().startswith("each scenario runs in a scratch chaos-lane run of its own, deleted afterwards")
     assert "held   chaos-restart: one resumable execution owns finalization" in out.getvalue()
     assert out.getvalue().strip().endswith("2 of 2 invariants held")
     with pytest.raises(CommandError, match="unknown chaos scenario meteor: use one of chaos-restart"):

@@ -20,6 +20,13 @@ class Command(DatabaseCommand):
         parser.add_argument("scenarios", nargs="*", help="Scenario ids (chaos-restart) or faults (restart); all when omitted.")
 
     def handle(self, *args, **options) -> None:
+        # The injected faults make evalhub log what it logs for real ones (a trace not stored, a
+        # late result): said first, so a warning naming a run the pages no longer show is not
+        # taken for a failure of the lane.
+        self.stderr.write(
+            "each scenario runs in a scratch chaos-lane run of its own, deleted afterwards: "
+            "warnings below that name such a run are its injected fault at work"
+        )
         try:
             run = run_chaos_lane(keys=options["scenarios"])
         except ChaosError as exc:
