@@ -122,6 +122,8 @@ def test_a_chaos_execution_s_page_shows_its_scenario_s_checks_not_an_empty_measu
     for check in execution.chaos["checks"]:
         assert f"<tr><td>{escape(check['check'])}</td>" in html
     assert "this execution is the scenario <code>chaos-restart</code>" in html
+    # Its candidate is only the entry its scratch run stood on: the page must not read as a test of that model.
+    assert "the entry the scratch run stood on: the scenario tests evalhub's pipeline, not this model" in html
     for empty in ("no observation yet", "no scorecard yet", "No attempts recorded"):
         assert empty not in html
     run_page = reader_client.get(f"/runs/{chaos_run.pk}/").content.decode()
