@@ -134,9 +134,9 @@ def test_schedule_table_shows_budgets_with_their_units_as_tonights_page_does(ref
     rows = [line for line in run("schedule", "--generated-at", GENERATED_AT).splitlines() if " rwe-" in line]
     budgets = {line.split("  ")[-1] for line in rows}
     assert budgets == {
-        "3 min 00 s/turn, $1.50, 100,000 tokens",
-        "3 min 00 s/turn, $0.80, 100,000 tokens",
-        "2 min 30 s/turn, $0.20, 64,000 tokens",
+        "3 min 00 s a turn, $1.50, 100,000 tokens",
+        "3 min 00 s a turn, $0.80, 100,000 tokens",
+        "2 min 30 s a turn, $0.20, 64,000 tokens",
     }
 
 

@@ -61,7 +61,7 @@ def test_each_candidate_shows_its_runtime_model_tier_and_budget(reader_client, r
         for text in (candidate.adapter, candidate.provider, candidate.model, candidate.tier, candidate.budget.name):
             assert text in row
         # As Tonight's page and the schedule command show a budget: a duration, tokens in thousands.
-        assert f"{duration(candidate.budget.max_latency_ms)}/turn" in row
+        assert f"{duration(candidate.budget.max_latency_ms)} a turn" in row
         assert f"{candidate.budget.max_total_tokens:,} tokens" in row
         assert "ms/turn" not in row
 
@@ -70,7 +70,7 @@ def test_a_budget_reads_in_minutes_and_thousands(reader_client, reference_catalo
     row = candidate_row(reader_client.get(PAGE).content.decode(), "codex-luna")
     budget = Candidate.objects.get(key="codex-luna").budget
     assert budget.max_latency_ms == 180_000 and budget.max_total_tokens == 100_000
-    assert "3 min 00 s/turn" in row
+    assert "3 min 00 s a turn" in row
     assert "100,000 tokens" in row
 
 

@@ -41,7 +41,7 @@ class Command(DatabaseCommand):
 def render_table(document: dict) -> str:
     """A readable table of a schedule document: one line per entry, then the totals.
 
-    An entry's budget reads as Tonight's page shows it: ``3 min 00 s/turn, $1.50, 100,000 tokens``
+    An entry's budget reads as Tonight's page shows it: ``3 min 00 s a turn, $1.50, 100,000 tokens``
     (the latency per turn, the cost ceiling in USD, the token ceiling)."""
     lines = [
         f"seed {document['seed']} · rotation day {document['rotationDay']} · generated {document['generatedAt']}",
@@ -53,7 +53,7 @@ def render_table(document: dict) -> str:
         budget = entry["budget"]
         lines.append(
             f"{number:>3}  {entry['executionId']:<20}  {entry['caseId']:<26}  {entry['candidateId']:<20}  "
-            f"{entry['slotId']:<22}  {entry['repetition']:>3}  {duration(budget['maxLatencyMs'])}/turn, "
+            f"{entry['slotId']:<22}  {entry['repetition']:>3}  {duration(budget['maxLatencyMs'])} a turn, "
             f"{format_usd(budget['maxCostUsd'])}, {budget['maxTotalTokens']:,} tokens"
         )
     lines.append("")
