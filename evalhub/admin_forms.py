@@ -28,6 +28,7 @@ from adminsortable2.admin import SortableAdminMixin
 from django import forms
 from django.contrib import messages
 from django.contrib.admin import AdminSite, helpers
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db import models, transaction
@@ -304,6 +305,18 @@ class CheckedActionsMixin:
     #: The most refused ids the message quotes, and the most characters of each.
     QUOTED_IDS = 3
     QUOTED_LENGTH = 40
+
+    def get_changelist_instance(self, request: Any) -> Any:
+        """Django's changelist, or :class:`IncorrectLookupParameters` (its "?e=1" redirect, as for
+        ``?run=abc``) when the query's lookup holds a number SQLite cannot bind.
+
+        Django checks an integer column's range in a lookup (``?id=10**20`` lists nothing) but not
+        a foreign key's (``?run=10**20``, ``?slot=10**20``): SQLite's driver raises
+        ``OverflowError`` when the list is counted, a 500 on every list with a foreign key."""
+        try:
+            return super().get_changelist_instance(request)  # type: ignore[misc]
+        except OverflowError as exc:
+            raise IncorrectLookupParameters(exc) from None
 
     def response_action(self, request: Any, queryset: QuerySet) -> Any:
         """Django's ``response_action``, or ``None`` (the changelist shows the message) when a

@@ -9,6 +9,17 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 
+def storable_text(text: str) -> str:
+    """``text`` with every NUL character replaced by U+FFFD, for a text column written from what
+    evalhub did not type itself (a runtime's stderr, a provider's or a webhook's answer).
+
+    PostgreSQL refuses NUL in text (``DataError``) where SQLite stores it: a NUL a runtime
+    printed would fail the write that records its execution, there only. What people type is
+    refused with a message instead (``evalhub.validation.storage_error_for``); a JSON document
+    needs neither, as its text escapes NUL (``\\u0000``)."""
+    return text.replace("\x00", "\ufffd")
+
+
 class EncodedDocument(str):
     """A document's JSON text exactly as :class:`DocumentField` encodes the document
     (``json.dumps`` with ``ensure_ascii=False, allow_nan=False``), given to the field by a caller

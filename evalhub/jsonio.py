@@ -5,6 +5,7 @@ deeper than :data:`MAX_DEPTH` (which would otherwise exhaust the stack)."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 #: No evalhub document comes near this; it keeps every recursive walk of stored JSON safe.
@@ -20,6 +21,16 @@ def _parse_float(value: str) -> float:
     if number in (float("inf"), float("-inf")):
         raise ValueError(f"{value} is too large: use a finite number")
     return number
+
+
+def _parse_int(value: str) -> int:
+    # Python refuses to read a whole number of more digits than its limit and says to raise the
+    # limit (sys.set_int_max_str_digits): advice for the server's code, not for the document's writer.
+    try:
+        return int(value)
+    except ValueError:
+        digits = len(value.lstrip("-"))
+        raise ValueError(f"a whole number of {digits} digits is too long: use at most {sys.get_int_max_str_digits()} digits") from None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -51,13 +62,16 @@ def json_depth(value: Any) -> int:
 
 
 def loads_strict(text: str | bytes) -> Any:
-    """``json.loads`` that rejects non-finite numbers (including ``1e309``, which overflows to infinity)
-    keys given twice in one object, and documents nested more than :data:`MAX_DEPTH` levels.
+    """``json.loads`` that rejects non-finite numbers (including ``1e309``, which overflows to infinity),
+    whole numbers past Python's digit limit (4300 by default), keys given twice in one object, and
+    documents nested more than :data:`MAX_DEPTH` levels.
 
     Raises ``ValueError`` (``json.JSONDecodeError`` is one) with a message saying what is wrong.
     """
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float, object_pairs_hook=_unique_keys)
+        value = json.loads(
+            text, parse_constant=_reject_constant, parse_float=_parse_float, parse_int=_parse_int, object_pairs_hook=_unique_keys
+        )
     except RecursionError:
         raise ValueError(f"JSON is nested too deeply: at most {MAX_DEPTH} levels are allowed") from None
     if json_depth(value) > MAX_DEPTH:

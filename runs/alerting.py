@@ -25,6 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from evalhub.conf import evalhub_setting
+from evalhub.fields import storable_text
 from evalhub.secrets import redact
 from runs.models import Alert, Delivery, DeliveryStatus, NotificationChannel, Report
 from runs.notifications import DeliveryError, Notice, channel_class
@@ -139,6 +140,8 @@ def attempt_delivery(delivery_pk: int, *, environ: Mapping[str, str] | None = No
         )
         return DeliveryStatus.SENT
     message, permanent = error
+    # A webhook's answer is quoted in the message as it came (evalhub/fields.py storable_text).
+    message = storable_text(message)
     last = permanent or attempts >= int(evalhub_setting("NOTIFY_MAX_ATTEMPTS"))
     logger.warning(
         "notification %s to channel %s failed (attempt %s%s): %s",

@@ -35,6 +35,7 @@ from django.utils import timezone
 
 import evalhub
 from evalhub.conf import evalhub_setting
+from evalhub.fields import storable_text
 from evalhub.secrets import redact
 from evalhub.statements import Write, insert_rows_sql
 from runs.alerting import deliver_report_alerts
@@ -419,7 +420,7 @@ def finish_reporting(run: Run, *, generated_at: str, secrets: Sequence[str] = ()
     try:
         report = report_run(run, generated_at=generated_at)
     except Exception as exc:  # the executions are stored; reporting can be retried
-        message = redact(f"reporting failed: {type(exc).__name__}: {exc}", extra_values=secrets)
+        message = storable_text(redact(f"reporting failed: {type(exc).__name__}: {exc}", extra_values=secrets))
         logger.error("run %s: %s", run.pk, message)
         Run.objects.filter(pk=run.pk).update(error=message)
         run.error = message

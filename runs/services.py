@@ -54,7 +54,7 @@ from django_q.exceptions import TimeoutException
 
 from evalhub.conf import evalhub_setting
 from evalhub.credentials import credential_values
-from evalhub.fields import EncodedDocument
+from evalhub.fields import EncodedDocument, storable_text
 from evalhub.interrupts import terminate_as_interrupt
 from evalhub.logging import RedactingStream
 from evalhub.secrets import redact, redact_data, redactor
@@ -414,7 +414,7 @@ def _execute_claimed(run: Run, *, environ: Mapping[str, str], progress: Progress
             settle_skips()
     except BaseException as exc:  # KeyboardInterrupt, SIGTERM, worker timeout: leave an honest record
         secrets = secret_values(environ, list(run.schedule.candidates))
-        reason = redact(f"{type(exc).__name__}: {exc}", extra_values=secrets)
+        reason = storable_text(redact(f"{type(exc).__name__}: {exc}", extra_values=secrets))
         # Skips decided before the interruption are written as decided; what never started is
         # skipped, saying so, so that `rerun --skipped` can run it (left pending in a failed run,
         # nothing would ever run it, and it would count as not measured).
@@ -1112,10 +1112,10 @@ def _skip_columns(observation: dict[str, Any]) -> dict[str, Any]:
     failure = observation.get("failure") or {}
     return {
         "classification": observation["classification"],
-        "failure_code": str(failure.get("code", ""))[:100],
-        "failure_category": str(failure.get("category", ""))[:32],
+        "failure_code": storable_text(str(failure.get("code", ""))[:100]),
+        "failure_category": storable_text(str(failure.get("category", ""))[:32]),
         "failure_retryable": failure.get("retryable") if isinstance(failure.get("retryable"), bool) else None,
-        "failure_message": redact(str(failure.get("message", ""))),
+        "failure_message": storable_text(redact(str(failure.get("message", "")))),
         "observation": observation,
         "settlement_ms": settlement_ms(observation),
     }
@@ -1447,9 +1447,9 @@ def _finish_attempt(
     finishing = _FINISH_ATTEMPT.sql(
         pk=attempt.pk,
         outcome=call.outcome,
-        code=call.code,
+        code=storable_text(call.code),
         retryable=call.retryable,
-        message=call.message,
+        message=storable_text(call.message),
         cost=call.cost,
         counted=counted,
         duration_ms=max(duration_ms, 0),
@@ -1494,7 +1494,7 @@ def _record_late(attempt: Attempt, call: _Call, *, artifacts: ArtifactSink, secr
         row = Attempt.objects.select_for_update().filter(pk=attempt.pk).first()
         if row is None or row.outcome == AttemptOutcome.RUNNING:
             return
-        updates: dict[str, Any] = {"message": (row.message + late)[:10000]}
+        updates: dict[str, Any] = {"message": storable_text(row.message + late)[:10000]}
         if call.cost is not None and row.cost_usd is None:
             delta = call.cost - row.counted_usd
             updates.update(cost_usd=call.cost, counted_usd=call.cost)
@@ -1559,10 +1559,11 @@ def _settle_statement(
         pk=execution.pk,
         owner=(owner or owner_id()) if claim else owner,
         classification=observation["classification"],
-        failure_code=str(failure.get("code", ""))[:100],
-        failure_category=str(failure.get("category", ""))[:32],
+        failure_code=storable_text(str(failure.get("code", ""))[:100]),
+        failure_category=storable_text(str(failure.get("category", ""))[:32]),
         failure_retryable=failure.get("retryable") if isinstance(failure.get("retryable"), bool) else None,
-        failure_message=redact(str(failure.get("message", ""))),
+        # The observation's JSON text escapes a NUL; these columns hold it raw (evalhub/fields.py).
+        failure_message=storable_text(redact(str(failure.get("message", "")))),
         observation=observation if text is None else text,
         settlement_ms=settlement_ms(observation),
         add_cost=add_cost,

@@ -311,6 +311,11 @@ def test_a_cost_with_more_than_six_decimals_is_refused(staff_client, db):
         ("NaN", "JSON parse error - NaN is not allowed in JSON: use a finite number"),
         ("Infinity", "JSON parse error - Infinity is not allowed in JSON: use a finite number"),
         ("-Infinity", "JSON parse error - -Infinity is not allowed in JSON: use a finite number"),
+        # Past Python's digit limit: what to fix in the body, not Python's advice to the server.
+        pytest.param("9" * 5000, "JSON parse error - a whole number of 5000 digits is too long: use at most 4300 digits", id="5000 digits"),
+        pytest.param(
+            "-" + "9" * 4301, "JSON parse error - a whole number of 4301 digits is too long: use at most 4300 digits", id="-4301 digits"
+        ),
     ],
 )
 def test_non_finite_json_numbers_are_a_400(staff_client, db, raw, message):

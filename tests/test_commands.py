@@ -613,7 +613,7 @@ def test_nightly_without_execute_reports_the_size_of_a_selection(reference_catal
     assert output.rstrip().endswith("not executed (add --execute to run it)")
 
 
-@pytest.mark.parametrize("command", [["schedule"], ["nightly", "--execute"], ["load_reference"], ["export_manifest"]])
+@pytest.mark.parametrize("command", [["schedule"], ["nightly", "--execute"], ["load_reference"], ["export_manifest"], ["worker"]])
 def test_a_command_on_a_database_that_was_never_migrated_says_to_migrate(command: list[str], tmp_path: Path) -> None:
     """A new user who skips ``migrate`` gets one line saying what to run, not a traceback."""
     done = subprocess.run(
@@ -622,7 +622,7 @@ def test_a_command_on_a_database_that_was_never_migrated_says_to_migrate(command
         env=child_environment(tmp_path / "empty.sqlite3"),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=60,
     )
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr

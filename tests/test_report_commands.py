@@ -121,6 +121,11 @@ def test_score_reports_a_malformed_item_in_place(tmp_path: Path) -> None:
         ('{"observation": 1}', "must hold a JSON array of {observation, options} objects"),
         ("[NaN]", "is not valid JSON: NaN is not allowed in JSON: use a finite number"),
         ("[1e309]", "is not valid JSON: 1e309 is too large: use a finite number"),
+        pytest.param(
+            "[" + "9" * 5000 + "]",
+            "is not valid JSON: a whole number of 5000 digits is too long: use at most 4300 digits",
+            id="5000 digits",
+        ),
         ("[", "is not valid JSON: "),
     ],
 )

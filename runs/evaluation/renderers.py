@@ -3,7 +3,8 @@
 Pure functions from the report document (see :func:`runs.evaluation.reports.build_report`) to text,
 byte-identical to the reference's ``renderRunnerWorkflowMarkdown``, ``renderRunnerWorkflowJUnit``
 and ``renderRunnerWorkflowGitHubSummary`` (``workflow-report.ts``) and to the nightly script's
-``JSON.stringify(..., null, 2)`` files. Values interpolated into text print as a JavaScript
+``JSON.stringify(..., null, 2)`` files (the JUnit XML replaces the characters XML cannot hold, which
+the reference writes raw: see :func:`_xml`). Values interpolated into text print as a JavaScript
 template literal prints them: numbers via :func:`evalhub.jsnum.js_number`, booleans lowercase.
 """
 
@@ -126,9 +127,20 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Characters XML 1.0 cannot hold, escaped or not (its Char production): C0 controls but tab, newline
+# and carriage return, lone surrogates, U+FFFE and U+FFFF.
+_NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def _xml(value: str) -> str:
-    """The reference's attribute/text escaping: ``& < > "`` only (apostrophes stay)."""
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    """The reference's attribute/text escaping: ``& < > "`` only (apostrophes stay), and every
+    character XML cannot hold replaced by U+FFFD.
+
+    A runtime's stderr (a colour escape, a NUL) reaches a failure message as it was printed; the
+    reference would write it raw and the file would not parse as XML at all, so a CI could not
+    read one test of it. Text without such characters is unchanged, byte for byte."""
+    text = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    return _NOT_XML_CHAR.sub("\ufffd", text)
 
 
 def render_junit(report: Mapping[str, Any], *, distinct_names: bool = False) -> str:
