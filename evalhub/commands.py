@@ -32,6 +32,18 @@ def unapplied_migrations(alias: str = DEFAULT_DB_ALIAS) -> list[str]:
     return [f"{migration.app_label}.{migration.name}" for migration, backwards in plan if not backwards]
 
 
+def require_migrated(*, then: str = "") -> None:
+    """Raise :class:`CommandError` naming the apps whose migrations the default database lacks and
+    the command to run (followed by ``then``, e.g. ", then start the worker"); nothing when it has them all."""
+    missing = unapplied_migrations()
+    if missing:
+        apps = sorted({name.split(".", 1)[0] for name in missing})
+        raise CommandError(
+            f"the database is not migrated ({len(missing)} migration(s) of {', '.join(apps)} not applied): "
+            f"run `python manage.py migrate` first (`make demo` does it){then}"
+        )
+
+
 class DatabaseCommand(BaseCommand):
     """A command that needs a migrated database: it stops with a clear error, before doing
     anything, when migrations are missing; interrupted (Ctrl-C, or SIGTERM where the command
@@ -73,10 +85,4 @@ class DatabaseCommand(BaseCommand):
             ) from None
 
     def check_migrations(self) -> None:
-        missing = unapplied_migrations()
-        if missing:
-            apps = sorted({name.split(".", 1)[0] for name in missing})
-            raise CommandError(
-                f"the database is not migrated ({len(missing)} migration(s) of {', '.join(apps)} not applied): "
-                "run `python manage.py migrate` first (`make demo` does it)"
-            )
+        require_migrated()

@@ -21,7 +21,7 @@ from django.core.management.base import CommandError
 from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as QclusterCommand
 
-from evalhub.commands import unapplied_migrations
+from evalhub.commands import require_migrated
 from evalhub.secrets import secret_kinds
 from runs import leases
 
@@ -87,13 +87,7 @@ class Command(QclusterCommand):
         grace = grace_seconds(str(options["grace"]))
         # django-q2's cluster does not look: on a database never migrated its processes log
         # "no such table" twice a second until killed, and SIGTERM waits out the whole grace.
-        missing = unapplied_migrations()
-        if missing:
-            apps = sorted({name.split(".", 1)[0] for name in missing})
-            raise CommandError(
-                f"the database is not migrated ({len(missing)} migration(s) of {', '.join(apps)} not applied): "
-                "run `python manage.py migrate` first (`make demo` does it), then start the worker"
-            )
+        require_migrated(then=", then start the worker")
         settings.SECRET_KEY  # noqa: B018 — the cluster signs its tasks with it
         leases.prepare_cluster_shutdown()
         cluster = Cluster()
