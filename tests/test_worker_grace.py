@@ -62,6 +62,7 @@ class _StartedCluster:
         return True
 
 
+@pytest.mark.django_db  # the worker looks for unapplied migrations before it starts its cluster
 def test_the_worker_says_it_runs_once_its_cluster_started(monkeypatch, settings) -> None:
     """Without it `make worker` printed nothing at all (django-q2 logs its start at INFO)."""
     import io
