@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+
 import pytest
 
 #: pytest-django's fixtures that open the test database; a test using none of them cannot query it.
@@ -31,6 +34,16 @@ def _isolated_replay_store():
     reset_replay()
     yield
     reset_replay()
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses every connection: bound, never listening, and held for the
+    whole test. A probe that closes its socket before the test connects frees the port for any
+    server a parallel test starts (a scripted model once took one and answered "unknown model")."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        yield probe.getsockname()[1]
 
 
 @pytest.fixture

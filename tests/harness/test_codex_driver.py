@@ -573,13 +573,8 @@ def test_dropped_stream_is_provider_stream_dropped(make_driver):
 
 
 @needs_codex
-def test_unreachable_mcp_server_is_mcp_unavailable(make_driver):
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    driver, _, _ = make_driver([say("hi")], mcp_url=f"http://127.0.0.1:{port}/mcp")
+def test_unreachable_mcp_server_is_mcp_unavailable(make_driver, refused_port):
+    driver, _, _ = make_driver([say("hi")], mcp_url=f"http://127.0.0.1:{refused_port}/mcp")
     with pytest.raises(InfrastructureError) as caught:
         driver.start()
     assert (caught.value.code, caught.value.retryable) == ("mcp_unavailable", True)

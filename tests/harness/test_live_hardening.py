@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -155,13 +154,10 @@ def test_an_over_long_prompt_is_refused_when_saved(reference_catalog, staff_clie
 
 @pytest.mark.django_db
 @pytest.mark.skipif(RUNTIMES["codex"].resolve() is None, reason="codex is not installed: run `make install` (npm ci)")
-def test_an_unreachable_endpoint_fails_fast_as_provider_unreachable(reference_catalog, settings, monkeypatch) -> None:
+def test_an_unreachable_endpoint_fails_fast_as_provider_unreachable(reference_catalog, settings, monkeypatch, refused_port) -> None:
     from runs.models import Attempt, Execution
 
-    with socket.socket() as probe:  # a loopback port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    profile = {"openai": {"base_url": f"http://127.0.0.1:{port}/v1", "wire_api": "responses", "env_key": "OPENAI_API_KEY"}}
+    profile = {"openai": {"base_url": f"http://127.0.0.1:{refused_port}/v1", "wire_api": "responses", "env_key": "OPENAI_API_KEY"}}
     settings.EVALHUB = {**settings.EVALHUB, "MODEL_PROVIDERS_JSON": json.dumps(profile)}
     monkeypatch.setenv("OPENAI_API_KEY", "fake-key-for-local-test")
     call_command(

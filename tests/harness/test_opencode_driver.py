@@ -699,12 +699,8 @@ def test_a_dead_server_is_runtime_crashed_and_close_kills_its_group(real_server)
 
 @pytest.mark.runtime
 @needs_opencode
-def test_an_mcp_server_it_cannot_reach_is_mcp_unavailable(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+def test_an_mcp_server_it_cannot_reach_is_mcp_unavailable(tmp_path: Path, refused_port: int) -> None:
+    port = refused_port
     driver, _ = _real_driver(tmp_path, mcp_url=f"http://127.0.0.1:{port}/mcp", mcp_startup_timeout_s=20)
     try:
         with pytest.raises(InfrastructureError) as caught:
