@@ -350,9 +350,13 @@ class RunViewSet(ReadOnlyViewSet):
         credentials, the ceiling, a cancel) as a new run that points at this one (staff only); the new
         run is queued for the workers. 201 ``{run, executions}``."""
         run = self.get_object()
-        scope = request.data.get("scope", RerunScope.FAILED) if isinstance(request.data, dict) else None
+        if not isinstance(request.data, dict):  # a JSON list, string or number (a form's body is a dict too)
+            raise exceptions.ParseError(
+                'the body must be a JSON object such as {"scope": "infrastructure"}, or empty to re-run the failed executions'
+            )
+        scope = request.data.get("scope", RerunScope.FAILED)
         accepted = RerunSerializer().fields
-        unknown = sorted(str(key) for key in request.data if key not in accepted) if isinstance(request.data, dict) else []
+        unknown = sorted(str(key) for key in request.data if key not in accepted)
         if unknown:
             # A typo ({"scop": "infrastructure"}) must not re-run the default scope, the failed executions.
             raise exceptions.ParseError(

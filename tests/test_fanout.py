@@ -523,6 +523,11 @@ def test_cancel_and_rerun_from_the_api(schedule, mixed_run, staff_client, django
     assert again.status_code == 409 and "only a pending or running run can be cancelled" in again.json()["detail"]
     bad = staff_client.post(f"/api/runs/{mixed_run.pk}/rerun/", {"scope": "all"}, content_type="application/json")
     assert bad.status_code == 400 and bad.json()["detail"] == "scope must be one of: failed, infrastructure, skipped"
+    # A body that is not an object was told its scope was wrong.
+    for body in ("[]", '"infrastructure"', "3"):
+        wrong = staff_client.post(f"/api/runs/{mixed_run.pk}/rerun/", body, content_type="application/json")
+        assert wrong.status_code == 400 and wrong.json()["detail"].startswith("the body must be a JSON object such as")
+    assert Run.objects.filter(repeat_of=mixed_run).count() == 1
 
 
 @pytest.mark.django_db
