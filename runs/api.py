@@ -30,12 +30,11 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from evalhub.api.exceptions import Conflict
 from evalhub.api.pagination import PageOrCursorPagination
-from evalhub.api.params import WholeNumberParam, reject_unknown_params
+from evalhub.api.params import WholeNumberParam, reject_unknown_params, unknown_param_errors
 from evalhub.api.serializers import RejectUnknownFieldsMixin, UsdField
 from evalhub.api.views import ApiViewMixin, ReadOnlyViewSet
 from evalhub.secrets import redact, redact_data
@@ -993,9 +992,7 @@ class LeaderboardView(ApiViewMixin, APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
-        # ``format`` is the browsable API's own switch (its "json" link): see reject_unknown_params.
-        unknown = [name for name in params if name not in ("nights", "sort", api_settings.URL_FORMAT_OVERRIDE)]
-        errors: dict[str, Any] = {name: ["Unknown query parameter. Accepted: nights, sort."] for name in unknown}
+        errors: dict[str, Any] = unknown_param_errors(request, ("nights", "sort"))
         nights = LEADERBOARD_NIGHTS
         try:
             nights = NIGHTS_PARAM.parse(request) or LEADERBOARD_NIGHTS

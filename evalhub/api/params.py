@@ -27,11 +27,19 @@ def reject_unknown_params(request: Request, accepted: tuple[str, ...], *, repeat
     ``format`` (DRF's ``URL_FORMAT_OVERRIDE``) is always accepted, as the viewsets accept it
     (``evalhub/api/views.py``): the browsable API links every page to ``?format=json`` and
     ``?format=api``, and content negotiation has read it before the view runs."""
-    unknown = [name for name in request.query_params if name not in accepted and name != api_settings.URL_FORMAT_OVERRIDE]
-    if unknown:
-        message = f"Unknown query parameter. Accepted: {', '.join(accepted)}." if accepted else "This endpoint takes no query parameters."
-        raise exceptions.ValidationError({name: [message] for name in unknown})
+    errors = unknown_param_errors(request, accepted)
+    if errors:
+        raise exceptions.ValidationError(errors)
     reject_repeated_params(request, repeatable=repeatable)
+
+
+def unknown_param_errors(request: Request, accepted: tuple[str, ...]) -> dict[str, list[str]]:
+    """``{"<name>": ["Unknown query parameter. Accepted: ..."]}`` for each parameter not in
+    ``accepted`` nor ``format`` (see :func:`reject_unknown_params`), for a view that reports them
+    with its other parameters' errors; empty when there are none."""
+    unknown = [name for name in request.query_params if name not in accepted and name != api_settings.URL_FORMAT_OVERRIDE]
+    message = f"Unknown query parameter. Accepted: {', '.join(accepted)}." if accepted else "This endpoint takes no query parameters."
+    return {name: [message] for name in unknown}
 
 
 def reject_repeated_params(request: Request, *, repeatable: tuple[str, ...] = ()) -> None:
