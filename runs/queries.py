@@ -114,9 +114,13 @@ class HistoryRow:
     trigger_label: str
     lane: str
     refresh_of_id: int | None
+    #: The refreshed run's page, or None (the row's tag links to it).
+    refresh_of_url: str | None
     #: The refreshed run's lane (a refresh of a scripted run is scripted too), or None.
     refresh_of_lane: str | None
     repeat_of_id: int | None
+    #: The re-run's original run's page, or None (the row's tag links to it).
+    repeat_of_url: str | None
     status: str
     status_label: str
     execution_count: int
@@ -252,8 +256,10 @@ def history_rows(runs: Iterable[dict[str, Any]]) -> list[HistoryRow]:
                 trigger_label=_TRIGGER_LABELS.get(run["trigger"], run["trigger"]),
                 lane=run["lane"],
                 refresh_of_id=run["refresh_of_id"],
+                refresh_of_url=None if run["refresh_of_id"] is None else f"{url_before}{run['refresh_of_id']}{url_after}",
                 refresh_of_lane=run["refresh_of__lane"],
                 repeat_of_id=run["repeat_of_id"],
+                repeat_of_url=None if run["repeat_of_id"] is None else f"{url_before}{run['repeat_of_id']}{url_after}",
                 status=run["status"],
                 status_label=_STATUS_LABELS.get(run["status"], run["status"]),
                 execution_count=count(None, 0),

@@ -136,7 +136,8 @@ def test_the_history_row_notes_a_refresh_an_error_and_a_stop_at_the_ceiling(read
     )
     assert row, html
     text = row.group(0)
-    assert f'manual · <span class="tag tag-warn refresh">refresh of run {skipped_run.pk}</span>' in text
+    original = reverse("pages:run", args=[skipped_run.pk])
+    assert f'manual · <a class="tag tag-warn refresh" href="{original}">refresh of run {skipped_run.pk}</a>' in text
     assert '<span class="status status-pending">pending</span>' in text
     assert '<td class="num">0</td>' in text  # no executions yet
     assert "$0.0031" in text and '<div class="muted small">of $0.25</div>' in text

@@ -172,6 +172,10 @@ def test_every_list_of_runs_says_what_kind_each_run_is(scripted_run: Run, reader
         assert f"refresh of run {scripted_run.pk}" in rows[refresh.pk] and "scripted (not measured)" in rows[refresh.pk]
         assert "chaos (pipeline faults, not measured)" in rows[chaos.pk]
         assert f"re-run of run {scripted_run.pk}" in rows[rerun.pk] and "scripted" not in rows[rerun.pk]
+        # Both tags link to the run they refresh or repeat, as the run's own page does.
+        original = reverse("pages:run", args=[scripted_run.pk])
+        assert f'<a class="tag tag-warn refresh" href="{original}">refresh of run {scripted_run.pk}</a>' in rows[refresh.pk]
+        assert f'<a class="tag rerun" href="{original}">re-run of run {scripted_run.pk}</a>' in rows[rerun.pk]
     listed = {run["id"]: run for run in reader_client.get("/api/runs/").json()["results"]}
     assert [listed[run.pk]["scripted"] for run in (scripted_run, refresh, chaos, rerun)] == [True, True, False, False]
     assert (listed[refresh.pk]["refreshOf"], listed[rerun.pk]["repeatOf"]) == (scripted_run.pk, scripted_run.pk)

@@ -39,8 +39,14 @@ def history_rows(runs: Iterable[HistoryRow]) -> SafeString:
 def _row(run: HistoryRow) -> str:
     """One ``<tr>`` of the history table for ``run``."""
     # What kind of run it is, as templates/pages/_run_kind.html says it on the other lists.
+    # A refresh's and a re-run's tag links to the run it refreshes or repeats.
     if run.lane == "replay":
-        lane = f' · <span class="tag tag-warn refresh">refresh of run {int(run.refresh_of_id or 0)}</span>'
+        if run.refresh_of_url is None:
+            lane = ' · <span class="tag tag-warn refresh">refresh</span>'
+        else:
+            lane = (
+                f' · <a class="tag tag-warn refresh" href="{escape(run.refresh_of_url)}">refresh of run {int(run.refresh_of_id or 0)}</a>'
+            )
         if run.refresh_of_lane == "scripted":
             lane += _SCRIPTED
     elif run.lane == "scripted":
@@ -50,7 +56,7 @@ def _row(run: HistoryRow) -> str:
     else:
         lane = ""
     if run.repeat_of_id is not None:
-        lane += f' · <span class="tag rerun">re-run of run {int(run.repeat_of_id)}</span>'
+        lane += f' · <a class="tag rerun" href="{escape(run.repeat_of_url or "")}">re-run of run {int(run.repeat_of_id)}</a>'
     notes = []
     if run.environment_missing_count:
         notes.append(f'<span class="tag tag-warn">{run.environment_missing_count:d} skipped: required environment missing</span>')
