@@ -15,7 +15,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from evalhub.credentials import reserved_name_reason
-from evalhub.jsonio import MAX_DEPTH, json_depth
+from evalhub.jsonio import MAX_DEPTH, json_depth, lone_surrogate
 from evalhub.scan_views import identity_text_problem
 from evalhub.secrets import contains_secret, env_example, redact, redact_data, secret_kinds
 
@@ -156,8 +156,10 @@ class SecretFreeModel(models.Model):
 def storage_error_for(label: str, value: Any) -> ValidationError | None:
     """An error when a text or JSON value cannot be stored the same way on SQLite and PostgreSQL.
 
-    NUL characters (PostgreSQL refuses them in text and jsonb) and JSON nested deeper than
-    ``evalhub.jsonio.MAX_DEPTH`` are rejected whatever the writer (API, admin, import, shell).
+    NUL characters (PostgreSQL refuses them in text and jsonb), lone surrogates (no UTF-8 encodes
+    them: SQLite's text write or the API's response fails, PostgreSQL refuses them in jsonb) and
+    JSON nested deeper than ``evalhub.jsonio.MAX_DEPTH`` are rejected whatever the writer (API,
+    admin, import, shell).
     """
     if json_depth(value) > MAX_DEPTH:
         return ValidationError(f"{label} is nested too deeply: at most {MAX_DEPTH} levels are allowed.", code="too_deep")
@@ -168,6 +170,11 @@ def storage_error_for(label: str, value: Any) -> ValidationError | None:
             if "\x00" in item:
                 return ValidationError(
                     f"{label} contains a NUL character (\\u0000), which cannot be stored; remove it.", code="null_character"
+                )
+            surrogate = lone_surrogate(item)
+            if surrogate is not None:
+                return ValidationError(
+                    f"{label} contains {surrogate}, half of a surrogate pair, which cannot be stored; remove it.", code="lone_surrogate"
                 )
         elif isinstance(item, dict):
             stack.extend(item.keys())

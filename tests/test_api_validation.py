@@ -335,6 +335,34 @@ def test_a_key_given_twice_is_a_400_not_the_last_one_winning(staff_client, db):
     assert not Budget.objects.exists()
 
 
+LONE_SURROGATE = "JSON parse error - a string holds \\ud800, half of a surrogate pair with no other half: it is not a character; remove it"
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body"),
+    [
+        # Saved, this case answered every later read with a 500 (no UTF-8 encodes the surrogate).
+        pytest.param("patch", "/api/cases/final-response/", '{"tags": ["a\\ud800"]}', id="case tags"),
+        pytest.param("patch", "/api/cases/final-response/", '{"assertions": {"orderedMarkers": ["\\ud800"]}}', id="case assertions"),
+        pytest.param("post", "/api/score/", '[{"observation": {"caseId": "\\ud800"}}]', id="score echoes the case id"),
+    ],
+)
+def test_a_lone_surrogate_escape_is_a_400_not_a_500(reference_catalog, staff_client, method, url, body):
+    before = WorkflowCase.objects.get(key="final-response")
+
+    assert_refused(send(staff_client, method, url, body), {"detail": LONE_SURROGATE})
+    after = WorkflowCase.objects.get(key="final-response")
+    assert (after.tags, after.assertions) == (before.tags, before.assertions)
+    assert staff_client.get("/api/cases/final-response/").status_code == 200
+
+
+def test_a_surrogate_pair_is_one_character_and_kept(reference_catalog, staff_client):
+    response = send(staff_client, "patch", "/api/cases/final-response/", '{"tags": ["smile-\\ud83d\\ude00"]}')
+
+    assert response.status_code == 200, response.content
+    assert WorkflowCase.objects.get(key="final-response").tags == ["smile-\U0001f600"]
+
+
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "1e309", "1.5", True, None, [1.5]])
 def test_a_cost_that_is_not_a_json_number_is_refused(staff_client, db, value):
     response = send(staff_client, "post", "/api/budgets/", budget_body(maxCostUsd=value))

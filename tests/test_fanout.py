@@ -658,3 +658,13 @@ def test_a_rerun_body_with_an_unknown_key_is_refused_not_read_as_the_failed_scop
     assert not Run.objects.filter(repeat_of=mixed_run).exists()
     schema = staff_client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     assert schema["components"]["schemas"]["RerunRequest"]["additionalProperties"] is False
+
+
+@pytest.mark.django_db
+def test_a_rerun_body_whose_key_is_a_lone_surrogate_is_a_400_not_a_500(mixed_run, staff_client) -> None:
+    """``{"\\ud800": 1}``: the refusal named the key, and no UTF-8 encodes it, so the answer was
+    a 500; the body is refused as JSON that holds no text."""
+    response = staff_client.post(f"/api/runs/{mixed_run.pk}/rerun/", '{"\\ud800": 1}', content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert "a string holds \\ud800, half of a surrogate pair" in response.json()["detail"]
+    assert not Run.objects.filter(repeat_of=mixed_run).exists()

@@ -696,6 +696,19 @@ def test_nul_characters_are_refused_in_text_and_json_fields(db, value) -> None:
         make_case(**kwargs)
 
 
+@pytest.mark.parametrize("value", ["a\ud800b", ["ok", "a\udfff"], {"k\udc00": 1}])
+def test_lone_surrogates_are_refused_in_text_and_json_fields(db, value) -> None:
+    # A shell or loaddata writer bypasses the API's parser: SQLite's text write (or the API's
+    # response) cannot encode the surrogate, and PostgreSQL's jsonb refuses it.
+    from django.core.exceptions import ValidationError
+
+    from tests.builders import make_case
+
+    kwargs = {"title": value} if isinstance(value, str) else {"tags": value} if isinstance(value, list) else {"assertions": value}
+    with pytest.raises(ValidationError, match="half of a surrogate pair, which cannot be stored"):
+        make_case(**kwargs)
+
+
 def test_json_nested_too_deeply_is_refused(db) -> None:
     from django.core.exceptions import ValidationError
 
