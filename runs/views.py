@@ -91,6 +91,8 @@ def run_export_view(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     format or a run without a report."""
     if fmt not in EXPORT_FORMATS:
         raise Http404("No such export format.")
+    if pk > MAX_INTEGER:  # past any id: the report's run_id lookup would overflow SQLite's INTEGER
+        raise Http404("No such run.")
     report = get_object_or_404(Report.objects.select_related("run"), run_id=pk)
     from runs.reporting import export_report
 

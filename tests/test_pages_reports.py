@@ -325,6 +325,11 @@ def test_exporting_a_run_without_a_report_is_a_404(reader_client, schedule) -> N
     assert reader_client.get(reverse("pages:run-export", args=[999999, "json"])).status_code == 404
 
 
+def test_exporting_a_run_id_past_any_integer_is_a_404_not_a_500(reader_client, db) -> None:
+    # The report is looked up by its run_id, which SQLite cannot hold past 2**63 - 1 (OverflowError).
+    assert reader_client.get("/runs/99999999999999999999/export/json/").status_code == 404
+
+
 # --- the candidate page --------------------------------------------------------------------------
 
 
