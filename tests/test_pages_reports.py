@@ -457,6 +457,23 @@ def test_a_re_run_is_compared_with_the_run_it_repeats_on_what_it_repeated(reader
     assert changes == {first: ("improvement", "failed → passed"), second: ("", "")}  # an infrastructure failure says nothing
 
 
+def test_a_re_run_page_says_what_its_scope_took_from_the_run_it_repeats(reader_client, schedule) -> None:
+    """A re-run of the failed executions also takes completed ones whose scorecard did not pass,
+    which the run lists count as completed: the note says so, and only for that scope."""
+    original = make_run(schedule, [(False, 0.3), (True, 1)])
+    rerun = make_run(schedule, [(True, 1)])
+    Run.objects.filter(pk=rerun.pk).update(repeat_of=original, repeat_scope="failed")
+    html = reader_client.get(reverse("pages:run", args=[rerun.pk])).content.decode()
+    assert (
+        f"run {original.pk}</a>: its failed executions (candidate and infrastructure failures, and completed executions "
+        "whose scorecard did not pass: the run lists count those as completed), as a new run." in html
+    )
+    Run.objects.filter(pk=rerun.pk).update(repeat_scope="infrastructure")
+    html = reader_client.get(reverse("pages:run", args=[rerun.pk])).content.decode()
+    assert f"run {original.pk}</a>: its infrastructure-failed executions, as a new run." in html
+    assert "whose scorecard did not pass" not in html
+
+
 def test_the_run_page_says_what_a_run_selected_in_words(reader_client, schedule) -> None:
     run = make_run(schedule, [(True, 1), (True, 1)])
     Run.objects.filter(pk=run.pk).update(selection={"candidateIds": [], "caseIds": [], "limit": 2, "executionIds": ["a", "b"]})
