@@ -297,6 +297,7 @@ class RunViewSet(ReadOnlyViewSet):
         request=None,
         responses={
             201: inline_serializer("RefreshCreated", {"run": serializers.IntegerField(), "report": serializers.IntegerField()}),
+            400: OpenApiResponse(description='{"detail": "..."}: a body was given; a refresh takes none.'),
             409: OpenApiResponse(description='{"detail": "..."}: the run cannot be refreshed (a refresh, or not finished).'),
         },
     )
@@ -305,9 +306,11 @@ class RunViewSet(ReadOnlyViewSet):
         """Re-score this run's stored observations under the current scoring rules (staff only).
 
         Creates a replay-lane run labelled as a refresh: no runtime is called, nothing is spent,
-        and the refresh never counts in history, comparisons or alerts. 201 ``{run, report}``.
+        and the refresh never counts in history, comparisons or alerts. 201 ``{run, report}``;
+        400 when a body is given (it takes none).
         """
         run = self.get_object()
+        refuse_body(request, "a refresh")
         try:
             refresh = refresh_run(run, generated_at=iso_timestamp(timezone.now()))
         except ValueError as exc:
@@ -318,14 +321,17 @@ class RunViewSet(ReadOnlyViewSet):
         request=None,
         responses={
             200: inline_serializer("RunCancelled", {"run": serializers.IntegerField(), "skipped": serializers.IntegerField()}),
+            400: OpenApiResponse(description='{"detail": "..."}: a body was given; a cancel takes none.'),
             409: OpenApiResponse(description='{"detail": "..."}: the run already ended.'),
         },
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Cancel this run (staff only): pending executions become ``skipped`` / ``run_cancelled``,
-        running ones are interrupted and their runtimes stopped. 200 ``{run, skipped}``."""
+        running ones are interrupted and their runtimes stopped. 200 ``{run, skipped}``; 400 when a
+        body is given (it takes none)."""
         run = self.get_object()
+        refuse_body(request, "a cancel")
         try:
             skipped = cancel_run(run)
         except RunActionError as exc:
@@ -375,6 +381,28 @@ class RunViewSet(ReadOnlyViewSet):
         ids = [run.pk for run in runs] if isinstance(runs, list) else [runs.pk]
         context = {**self.get_serializer_context(), "failure_codes": failure_code_counts(ids)}
         return RunSerializer(runs, context=context, **kwargs)
+
+
+FORM_MEDIA_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
+def refuse_body(request: Request, action: str) -> None:
+    """A 400 ``{"detail": "<action> takes no body: ..."}`` when a POST that takes no body has one
+    (``{"scope": "infrastructure"}`` sent to refresh instead of rerun): ignored, it would act as
+    if the caller had asked for nothing else. An empty body, ``{}`` or an empty form passes."""
+    if request.content_type.startswith(FORM_MEDIA_TYPES):
+        # No form parser is configured (a JSON-only API), so DRF would answer 415 to any form, the
+        # test client's and a browser's empty one included: Django's own parse tells empty apart.
+        data = request._request.POST
+    else:
+        data = request.data
+    if data is None or (hasattr(data, "__len__") and len(data) == 0):
+        return
+    if isinstance(data, dict):
+        given = f"field(s) {', '.join(sorted(str(key) for key in data))}"
+    else:
+        given = {list: "a JSON list", str: "a JSON string", bool: "true or false"}.get(type(data), "a JSON number")
+    raise exceptions.ParseError(f"{action} takes no body, but got {given}: send an empty body")
 
 
 class TraceNegotiation(DefaultContentNegotiation):

@@ -293,3 +293,37 @@ def test_comparing_a_refresh_report_is_refused(staff_client, reference_catalog, 
     response = staff_client.get("/api/comparisons/", {"current": refresh.report.pk, "previous": measured.pk})
     assert response.status_code == 400
     assert "is a refresh" in str(response.json())
+
+
+@pytest.mark.parametrize(
+    ("body", "given"),
+    [
+        ('{"scope": "infrastructure"}', "field(s) scope"),
+        ('{"b": 1, "a": 2}', "field(s) a, b"),
+        ("[1]", "a JSON list"),
+        ('"x"', "a JSON string"),
+        ("3", "a JSON number"),
+        ("true", "true or false"),
+    ],
+)
+def test_a_refresh_or_cancel_given_a_body_is_refused_not_run_as_if_it_had_none(schedule, staff_client, body, given) -> None:
+    run = measured_run(schedule)
+    for action, name in (("refresh", "a refresh"), ("cancel", "a cancel")):
+        response = staff_client.post(f"/api/runs/{run.pk}/{action}/", body, content_type="application/json")
+        assert response.status_code == 400, response.content
+        assert response.json() == {"detail": f"{name} takes no body, but got {given}: send an empty body"}
+    assert Run.objects.count() == 1
+
+
+def test_a_refresh_with_an_empty_object_as_its_body_is_made(schedule, replay_executors, staff_client) -> None:
+    run = measured_run(schedule)
+    response = staff_client.post(f"/api/runs/{run.pk}/refresh/", "{}", content_type="application/json")
+    assert response.status_code == 201, response.content
+    assert Run.objects.get(pk=response.json()["run"]).refresh_of_id == run.pk
+
+
+def test_a_cancel_given_a_form_with_fields_is_refused(schedule, staff_client) -> None:
+    run = measured_run(schedule)
+    response = staff_client.post(f"/api/runs/{run.pk}/cancel/", {"scope": "failed"})
+    assert response.status_code == 400, response.content
+    assert response.json() == {"detail": "a cancel takes no body, but got field(s) scope: send an empty body"}
