@@ -93,6 +93,7 @@ _LAYOUT_JS = """
       text: text.textContent.trim(), cls: text.getAttribute('class'), px: text.getBoundingClientRect().height,
       size: parseFloat(getComputedStyle(text).fontSize) * (svg.getScreenCTM() ? svg.getScreenCTM().a : 1),
       left: text.getBoundingClientRect().left - box.left, right: box.right - text.getBoundingClientRect().right,
+      box: (({left, top, right, bottom}) => [left, top, right, bottom])(text.getBoundingClientRect()),
     }));
     charts.push({id: figure.id, cls: svg.getAttribute('class'), width: box.width, room: figure.clientWidth - padding, texts: ticks});
   }
@@ -130,6 +131,7 @@ class Look:
                 problems.append(f"{chart['id']}: no y-axis tick labels")
             if len(set(y_ticks)) != len(y_ticks):
                 problems.append(f"{chart['id']}: repeated tick labels {y_ticks}")
+            problems += [f"{chart['id']}: {first!r} is drawn over {second!r}" for first, second in overlapping_axis_texts(chart)]
         return problems
 
     def problems(self) -> list[str]:
@@ -144,6 +146,26 @@ class Look:
         if self.status >= 400:
             lines.append(f"status {self.status}")
         return lines
+
+
+def charts_on(page: Any) -> list[dict[str, Any]]:
+    """The charts drawn on the page at its current width, as :class:`Look` keeps them."""
+    return page.evaluate(_LAYOUT_JS)["charts"]
+
+
+def overlapping_axis_texts(chart: dict[str, Any]) -> list[tuple[str, str]]:
+    """The pairs of a chart's tick labels and axis titles whose drawn boxes intersect (a label
+    placed beside its point, in a scatter chart, is not one of them)."""
+    texts = [text for text in chart["texts"] if {"tick", "axis-label"} & set((text["cls"] or "").split())]
+    return [
+        (first["text"], second["text"])
+        for index, first in enumerate(texts)
+        for second in texts[index + 1 :]
+        if first["box"][0] < second["box"][2]
+        and second["box"][0] < first["box"][2]
+        and first["box"][1] < second["box"][3]
+        and second["box"][1] < first["box"][3]
+    ]
 
 
 def y_tick_labels(chart: dict[str, Any]) -> list[str]:

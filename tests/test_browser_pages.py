@@ -13,11 +13,14 @@ import io
 from collections.abc import Callable
 
 import pytest
+from django.conf import settings
+from django.template import Context, Template
 
 from evalhub.templatetags.evalhub_charts import NARROW
 from runs.models import Classification
+from runs.queries import TrendPoint
 from tests.browser_night import Nights
-from tests.browser_support import DESKTOP, PHONE, SCREENSHOTS, broken_links, look_at, y_tick_labels
+from tests.browser_support import DESKTOP, PHONE, SCREENSHOTS, broken_links, charts_on, look_at, overlapping_axis_texts, y_tick_labels
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -234,3 +237,41 @@ def test_the_history_fits_the_desktop_width_with_a_chaos_run_and_a_re_run(signed
     look = look_at(signed_in, f"{live_server.url}/", "runs-with-chaos-and-re-run", folder="checks")
     assert signed_in.locator("table.runs .tag.chaos").count() == 1
     assert look.problems() == []
+
+
+@pytest.mark.parametrize("milliseconds", [0.4, 0.9, 420.0, 7_000.0, 95_000.0])
+def test_a_latency_chart_keeps_its_tick_labels_clear_of_its_axis_title(browser, milliseconds: float) -> None:
+    """``0.0005 s`` ran into the rotated "p95 settlement latency (s)" at a 64-unit margin; ticks
+    below a second now read in ms and the axis moves right for a longer label, at both layouts."""
+    points = [
+        TrendPoint(
+            run_id=run,
+            night=None,
+            executions=1,
+            scoreable=1,
+            passed=1,
+            pass_rate=1.0,
+            mean_score=1.0,
+            p95_latency_ms=milliseconds * run / 2,
+            cost_usd=0.0,
+            unpriced=0,
+        )
+        for run in (1, 2)
+    ]
+    chart = Template(
+        '{% load evalhub_charts %}{% line_chart points "p95_latency_ms" title="p95 settlement latency" '
+        'y_label="p95 settlement latency (s)" kind="seconds" chart_id="chart-latency" %}'
+    )
+    stylesheet = (settings.BASE_DIR / "evalhub" / "static" / "evalhub" / "evalhub.css").read_text()
+    page = browser.new_page()
+    try:
+        page.set_content(
+            f"<html><head><style>{stylesheet}</style></head><body><main>{chart.render(Context({'points': points}))}</main></body></html>"
+        )
+        for size in (DESKTOP, PHONE):
+            page.set_viewport_size(size)
+            drawn = charts_on(page)
+            assert len(drawn) == 1 and y_tick_labels(drawn[0])
+            assert overlapping_axis_texts(drawn[0]) == [], (size, y_tick_labels(drawn[0]))
+    finally:
+        page.close()

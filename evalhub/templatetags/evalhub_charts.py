@@ -51,9 +51,12 @@ def _percent(value: float) -> str:
 
 
 def _seconds(milliseconds: float) -> str:
-    """A latency tick in seconds: ``0``, ``15 s``, ``2.5 s`` (ms in, so values stay in ms)."""
+    """A latency tick in seconds: ``0``, ``15 s``, ``2.5 s``; below a second in ms (``500 ms``,
+    ``0.5 ms``), which stays short where ``0.0005 s`` would not (ms in, so values stay in ms)."""
     if milliseconds == 0:
         return "0"
+    if milliseconds < 1000:
+        return f"{milliseconds:g} ms"
     seconds = milliseconds / 1000
     return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:g} s"
 
@@ -94,6 +97,18 @@ class Tick:
     anchor: str = "middle"  # SVG text-anchor: the first and last x labels stay inside the chart
 
 
+#: The y axis's rotated title takes x 5..17 (drawn at x=14, 12 px text); a tick label ends 6
+#: units left of the axis, and a 12 px tick character is at most 7 units wide (digits are 6.7).
+AXIS_TITLE_ROOM, TICK_GAP, TICK_CHAR_WIDTH = 20, 6, 7
+
+
+def y_axis_left(left: int, tick_texts: Sequence[str]) -> int:
+    """Where the y axis is drawn (SVG units): ``left``, or further right when the longest tick
+    label would otherwise run into the axis's rotated title (``0.0005 s`` did at 64)."""
+    longest = max((len(text) for text in tick_texts), default=0)
+    return max(left, AXIS_TITLE_ROOM + TICK_GAP + TICK_CHAR_WIDTH * longest)
+
+
 def nice_axis(largest: float) -> tuple[float, list[float]]:
     """The top of an axis starting at 0 that holds ``largest``, and its tick values: steps of
     1, 2 or 5 × 10^k, three to five ticks, so no two ticks print the same label."""
@@ -121,8 +136,9 @@ def line_chart_geometry(labels: Sequence[str], values: Sequence[float | None], *
         top, tick_values = FIXED_MAX[kind], [0.0, 0.5, 1.0]
     else:
         top, tick_values = nice_axis(max(present) if present else EMPTY_MAX.get(kind, 0.0))
-    left, top_margin = layout.left, layout.top
-    plot_w = layout.width - layout.left - layout.right
+    y_tick_texts = [tick_fmt(value) for value in tick_values]
+    left, top_margin = y_axis_left(layout.left, y_tick_texts), layout.top
+    plot_w = layout.width - left - layout.right
     plot_h = layout.height - layout.top - layout.bottom
     count = len(values)
 
@@ -144,7 +160,7 @@ def line_chart_geometry(labels: Sequence[str], values: Sequence[float | None], *
         current.append(point)
     if current:
         segments.append(current)
-    y_ticks = [Tick(y_of(value), tick_fmt(value)) for value in tick_values]
+    y_ticks = [Tick(y_of(value), text) for value, text in zip(tick_values, y_tick_texts, strict=True)]
     picks = sorted({0, count // 2, count - 1} if layout.middle_tick else {0, count - 1}) if count else []
     x_ticks = [
         Tick(x_of(index), labels[index], "middle" if count == 1 else "start" if index == 0 else "end" if index == count - 1 else "middle")
