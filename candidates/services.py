@@ -7,6 +7,7 @@ field.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -64,6 +65,12 @@ class ManifestError(ValueError):
         self.problems = problems
 
 
+#: A candidate's four budget limits: latency (ms), attempts, cost (USD), total tokens.
+BudgetValues = tuple[int, int, Decimal, int]
+#: A candidate row the import will save, with the budget limits it asks for (``None``: invalid).
+PlannedCandidate = tuple[Candidate, BudgetValues | None]
+
+
 @dataclass(frozen=True)
 class ImportSummary:
     slots: int
@@ -110,7 +117,7 @@ def export_manifest() -> dict[str, Any]:
     return {"schema": MANIFEST_SCHEMA, "note": MANIFEST_NOTE, "slots": catalog_slots()}
 
 
-def _budget_values(document: Any, where: str, problems: list[str]) -> tuple[int, int, Decimal, int] | None:
+def _budget_values(document: Any, where: str, problems: list[str]) -> BudgetValues | None:
     """The four budget limits of a candidate document, or ``None`` after adding the problems found.
 
     Limits must be positive whole numbers up to ``MAX_BUDGET_INTEGER`` (maxCostUsd: a positive
@@ -151,7 +158,7 @@ def _budget_values(document: Any, where: str, problems: list[str]) -> tuple[int,
     return latency, attempts, cost, tokens
 
 
-def _budget_for(values: tuple[int, int, Decimal, int], created: dict[tuple, Budget]) -> Budget:
+def _budget_for(values: BudgetValues, created: dict[tuple, Budget]) -> Budget:
     latency, attempts, cost, tokens = values
     budget = (
         Budget.objects.filter(max_latency_ms=latency, max_attempts=attempts, max_cost_usd=cost, max_total_tokens=tokens)
@@ -210,10 +217,34 @@ def import_manifest(document: Mapping[str, Any]) -> ImportSummary:
     and ones not in the document deleted. Budgets are matched by their four values (an unknown
     combination creates a budget named after them). Raises :class:`ManifestError` listing every
     problem, naming slot, candidate and field, and then nothing has changed.
+
+    Two steps: :class:`_ManifestReading` reads and validates the whole document into a plan of
+    unsaved rows without writing anything; :func:`_apply_plan` writes the plan in one transaction.
     """
-    problems: list[str] = []
+    problems = _document_problems(document)
+    slots = document.get("slots")
+    if not isinstance(slots, list) or not slots:
+        raise ManifestError([*problems, "slots must be a non-empty list"])
+    reading = _ManifestReading(
+        problems=problems,
+        existing_slots={slot.key: slot for slot in Slot.objects.all()},
+        existing_candidates={candidate.key: candidate for candidate in Candidate.objects.all()},
+    )
+    for slot_index, slot_document in enumerate(slots, start=1):
+        reading.read_slot(slot_index, slot_document)
+    if reading.problems:
+        raise ManifestError(reading.problems)
+    return _apply_plan(reading)
+
+
+def _document_problems(document: Any) -> list[str]:
+    """The problems of the document's top level (schema, unknown fields, a secret in the note).
+
+    Raises :class:`ManifestError` at once when ``document`` is not an object.
+    """
     if not isinstance(document, Mapping):
         raise ManifestError(["the manifest must be a JSON object with schema and slots"])
+    problems: list[str] = []
     if document.get("schema") != MANIFEST_SCHEMA:
         problems.append(f"schema must be {MANIFEST_SCHEMA}")
     unknown = sorted(set(document) - {"schema", "note", "slots"})
@@ -222,119 +253,157 @@ def import_manifest(document: Mapping[str, Any]) -> ImportSummary:
     kinds = secret_kinds(document.get("note"))
     if kinds:
         problems.append(f"note looks like it contains a secret ({', '.join(kinds)}); remove it")
-    slots = document.get("slots")
-    if not isinstance(slots, list) or not slots:
-        problems.append("slots must be a non-empty list")
-        raise ManifestError(problems)
+    return problems
 
-    seen_slots: dict[str, int] = {}
-    seen_candidates: dict[str, str] = {}
-    seen_models: dict[tuple[str, str, str, str], str] = {}
-    existing_slots = {slot.key: slot for slot in Slot.objects.all()}
-    existing_candidates = {candidate.key: candidate for candidate in Candidate.objects.all()}
-    created_budgets: dict[tuple, Budget] = {}
-    plan: list[tuple[Slot, list[tuple[Candidate, tuple | None]]]] = []
 
-    for slot_index, slot_document in enumerate(slots, start=1):
+@dataclass
+class _ManifestReading:
+    """One read of a manifest's slots: the rows to save (``plan``, unsaved, in document order) and
+    every problem found, in document order. Reads the database only through the existing rows
+    it is given; writes nothing.
+
+    ``seen_slots`` maps each slot id to its 1-based place in the document, ``seen_candidates``
+    each candidate id to its slot id, ``seen_models`` each (slot id, adapter, model in lower case,
+    reasoning effort) to the first candidate id that runs it.
+    """
+
+    problems: list[str]
+    existing_slots: dict[str, Slot]
+    existing_candidates: dict[str, Candidate]
+    seen_slots: dict[str, int] = dataclasses.field(default_factory=dict)
+    seen_candidates: dict[str, str] = dataclasses.field(default_factory=dict)
+    seen_models: dict[tuple[str, str, str, str], str] = dataclasses.field(default_factory=dict)
+    plan: list[tuple[Slot, list[PlannedCandidate]]] = dataclasses.field(default_factory=list)
+
+    def read_slot(self, slot_index: int, slot_document: Any) -> None:
+        """Validate one slot and its candidates; plan them unless the slot itself is unusable
+        (not an object, no id, a repeated id, no candidates)."""
         if not isinstance(slot_document, dict):
-            problems.append(f"slot {slot_index}: must be an object with id and candidates")
-            continue
+            self.problems.append(f"slot {slot_index}: must be an object with id and candidates")
+            return
         slot_key = slot_document.get("id")
         where_slot = f"slot {slot_key}" if isinstance(slot_key, str) and slot_key else f"slot {slot_index}"
-        extra = sorted(set(slot_document) - SLOT_KEYS)
-        if extra:
-            problems.append(f"{where_slot}: unknown field {', '.join(map(str, extra))}")
+        self._unknown_fields(slot_document, SLOT_KEYS, where_slot)
         if not isinstance(slot_key, str) or not slot_key:
-            problems.append(f"{where_slot}, field id: must be a non-blank text")
-            continue
-        if slot_key in seen_slots:
-            problems.append(f"{where_slot}: the id is used by slot {seen_slots[slot_key]} too; slot ids must be unique")
-            continue
-        seen_slots[slot_key] = slot_index
-        slot = existing_slots.get(slot_key) or Slot(key=slot_key)
+            self.problems.append(f"{where_slot}, field id: must be a non-blank text")
+            return
+        if slot_key in self.seen_slots:
+            self.problems.append(f"{where_slot}: the id is used by slot {self.seen_slots[slot_key]} too; slot ids must be unique")
+            return
+        self.seen_slots[slot_key] = slot_index
+        slot = self.existing_slots.get(slot_key) or Slot(key=slot_key)
         slot.position = slot_index - 1
         try:
             slot.full_clean(validate_unique=False, validate_constraints=False)
         except ValidationError as exc:
-            problems.extend(_validation_messages(exc, where_slot))
+            self.problems.extend(_validation_messages(exc, where_slot))
         candidates = slot_document.get("candidates")
         if not isinstance(candidates, list) or not candidates:
-            problems.append(f"{where_slot}, field candidates: must be a non-empty list")
-            continue
-        planned: list[tuple[Candidate, tuple | None]] = []
-        for candidate_index, candidate_document in enumerate(candidates, start=1):
-            where = f"{where_slot}, candidate {candidate_index}"
-            if not isinstance(candidate_document, dict):
-                problems.append(f"{where}: must be an object")
-                continue
-            candidate_key = candidate_document.get("id")
-            if isinstance(candidate_key, str) and candidate_key:
-                where = f"{where_slot}, candidate {candidate_key}"
-            extra = sorted(set(candidate_document) - CANDIDATE_KEYS)
-            if extra:
-                problems.append(f"{where}: unknown field {', '.join(map(str, extra))}")
-            if candidate_document.get("schema", CANDIDATE_SCHEMA) != CANDIDATE_SCHEMA:
-                problems.append(f"{where}, field schema: must be {CANDIDATE_SCHEMA}")
-            if candidate_document.get("slotId", slot_key) != slot_key:
-                problems.append(f"{where}, field slotId: must be {slot_key}, the slot it is listed in")
-            if isinstance(candidate_key, str) and candidate_key:
-                if candidate_key in seen_candidates:
-                    problems.append(
-                        f"{where}, field id: already used in slot {seen_candidates[candidate_key]}; "
-                        "candidate ids must be unique across all slots"
-                    )
-                    continue
-                seen_candidates[candidate_key] = slot_key
-            qualification = candidate_document.get("qualification", {})
-            if not isinstance(qualification, dict):
-                problems.append(f"{where}, field qualification: must be an object with requiredEnvironment")
-                qualification = {}
-            extra = sorted(set(qualification) - QUALIFICATION_KEYS)
-            if extra:
-                problems.append(f"{where}, field qualification: unknown field {', '.join(map(str, extra))}")
-            budget_values = _budget_values(candidate_document.get("budget"), where, problems)
-            candidate = existing_candidates.get(candidate_key) if isinstance(candidate_key, str) else None
-            candidate = candidate or Candidate()
-            candidate.key = candidate_key if isinstance(candidate_key, str) else ""
-            candidate.position = candidate_index - 1
-            for attribute, source in (("adapter", "adapter"), ("provider", "provider"), ("model", "model"), ("tier", "tier")):
-                value = candidate_document.get(source, "")
-                setattr(candidate, attribute, value if isinstance(value, str) else "")
-                if not isinstance(value, str):
-                    problems.append(f"{where}, field {source}: must be text")
-            for attribute, value in (
-                ("reasoning_effort", candidate_document.get("reasoningEffort", "")),
-                ("profile", qualification.get("profile", "")),
-            ):
-                if not isinstance(value, str):
-                    problems.append(f"{where}, field {FIELD_NAMES[attribute]}: must be text")
-                    value = ""
-                setattr(candidate, attribute, value)
-            candidate.required_environment = qualification.get("requiredEnvironment", [])
-            try:
-                _clean_candidate(candidate)
-            except ValidationError as exc:
-                problems.extend(_validation_messages(exc, where))
-            same_model = (slot_key, candidate.adapter, candidate.model.lower(), candidate.reasoning_effort)
-            if candidate.model and same_model in seen_models:
-                problems.append(
-                    f"{where}, field model: candidate {seen_models[same_model]} in this slot already runs this model "
-                    "(names compared ignoring case) with this adapter and reasoning effort"
-                )
-            seen_models.setdefault(same_model, candidate.key)
-            planned.append((candidate, budget_values))
-        plan.append((slot, planned))
+            self.problems.append(f"{where_slot}, field candidates: must be a non-empty list")
+            return
+        planned = [self.read_candidate(slot_key, where_slot, index, document) for index, document in enumerate(candidates, start=1)]
+        self.plan.append((slot, [candidate for candidate in planned if candidate is not None]))
 
-    if problems:
-        raise ManifestError(problems)
+    def read_candidate(self, slot_key: str, where_slot: str, candidate_index: int, document: Any) -> PlannedCandidate | None:
+        """Validate one candidate of slot ``slot_key`` into an unsaved row (the existing one with
+        that id, updated, or a new one); ``None`` when it cannot be planned at all (not an
+        object, or an id already used)."""
+        where = f"{where_slot}, candidate {candidate_index}"
+        if not isinstance(document, dict):
+            self.problems.append(f"{where}: must be an object")
+            return None
+        candidate_key = document.get("id")
+        if isinstance(candidate_key, str) and candidate_key:
+            where = f"{where_slot}, candidate {candidate_key}"
+        self._unknown_fields(document, CANDIDATE_KEYS, where)
+        if document.get("schema", CANDIDATE_SCHEMA) != CANDIDATE_SCHEMA:
+            self.problems.append(f"{where}, field schema: must be {CANDIDATE_SCHEMA}")
+        if document.get("slotId", slot_key) != slot_key:
+            self.problems.append(f"{where}, field slotId: must be {slot_key}, the slot it is listed in")
+        if isinstance(candidate_key, str) and candidate_key and not self._claim_candidate_key(candidate_key, slot_key, where):
+            return None
+        qualification = self._qualification(document, where)
+        budget_values = _budget_values(document.get("budget"), where, self.problems)
+        candidate = self.existing_candidates.get(candidate_key) if isinstance(candidate_key, str) else None
+        candidate = candidate or Candidate()
+        candidate.key = candidate_key if isinstance(candidate_key, str) else ""
+        candidate.position = candidate_index - 1
+        self._fill_candidate(candidate, document, qualification, where)
+        try:
+            _clean_candidate(candidate)
+        except ValidationError as exc:
+            self.problems.extend(_validation_messages(exc, where))
+        self._check_model_once_per_slot(candidate, slot_key, where)
+        return candidate, budget_values
 
+    def _unknown_fields(self, document: Mapping[str, Any], known: set[str], where: str) -> None:
+        extra = sorted(set(document) - known)
+        if extra:
+            self.problems.append(f"{where}: unknown field {', '.join(map(str, extra))}")
+
+    def _claim_candidate_key(self, candidate_key: str, slot_key: str, where: str) -> bool:
+        """Note ``candidate_key`` as used by ``slot_key``; ``False`` (with a problem) when an
+        earlier candidate of the document has it."""
+        if candidate_key in self.seen_candidates:
+            self.problems.append(
+                f"{where}, field id: already used in slot {self.seen_candidates[candidate_key]}; "
+                "candidate ids must be unique across all slots"
+            )
+            return False
+        self.seen_candidates[candidate_key] = slot_key
+        return True
+
+    def _qualification(self, document: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+        """The candidate's ``qualification`` object (``{}`` when absent or not an object)."""
+        qualification = document.get("qualification", {})
+        if not isinstance(qualification, dict):
+            self.problems.append(f"{where}, field qualification: must be an object with requiredEnvironment")
+            qualification = {}
+        extra = sorted(set(qualification) - QUALIFICATION_KEYS)
+        if extra:
+            self.problems.append(f"{where}, field qualification: unknown field {', '.join(map(str, extra))}")
+        return qualification
+
+    def _fill_candidate(self, candidate: Candidate, document: Mapping[str, Any], qualification: Mapping[str, Any], where: str) -> None:
+        """Copy the document's text fields and required environment onto ``candidate``; a field
+        that is not text becomes ``""`` and a problem."""
+        for attribute, source in (("adapter", "adapter"), ("provider", "provider"), ("model", "model"), ("tier", "tier")):
+            value = document.get(source, "")
+            setattr(candidate, attribute, value if isinstance(value, str) else "")
+            if not isinstance(value, str):
+                self.problems.append(f"{where}, field {source}: must be text")
+        for attribute, value in (
+            ("reasoning_effort", document.get("reasoningEffort", "")),
+            ("profile", qualification.get("profile", "")),
+        ):
+            if not isinstance(value, str):
+                self.problems.append(f"{where}, field {FIELD_NAMES[attribute]}: must be text")
+                value = ""
+            setattr(candidate, attribute, value)
+        candidate.required_environment = qualification.get("requiredEnvironment", [])
+
+    def _check_model_once_per_slot(self, candidate: Candidate, slot_key: str, where: str) -> None:
+        """A slot runs a model (names compared ignoring case) with one adapter and reasoning effort once."""
+        same_model = (slot_key, candidate.adapter, candidate.model.lower(), candidate.reasoning_effort)
+        if candidate.model and same_model in self.seen_models:
+            self.problems.append(
+                f"{where}, field model: candidate {self.seen_models[same_model]} in this slot already runs this model "
+                "(names compared ignoring case) with this adapter and reasoning effort"
+            )
+        self.seen_models.setdefault(same_model, candidate.key)
+
+
+def _apply_plan(reading: _ManifestReading) -> ImportSummary:
+    """Write a problem-free reading in one transaction: delete the candidates the document drops,
+    save the slots and candidates in document order (with their budgets, created when no budget
+    has the four values), then delete the slots the document drops."""
+    created_budgets: dict[tuple, Budget] = {}
     with transaction.atomic():
-        keep_candidates = set(seen_candidates)
-        removed_candidates, _ = Candidate.objects.exclude(key__in=keep_candidates).delete()
+        removed_candidates, _ = Candidate.objects.exclude(key__in=set(reading.seen_candidates)).delete()
         # Move every row out of the way first so swapped positions never clash mid-import.
         Slot.objects.update(position=F("position") + REORDER_OFFSET)
         Candidate.objects.update(position=F("position") + REORDER_OFFSET)
-        for slot, planned in plan:
+        for slot, planned in reading.plan:
             slot.save()
             for candidate, budget_values in planned:
                 budget = _budget_for(budget_values, created_budgets)
@@ -345,10 +414,10 @@ def import_manifest(document: Mapping[str, Any]) -> ImportSummary:
                 candidate.budget = budget
                 candidate.save()
         # Only now: a candidate may have moved out of a slot that the document drops.
-        removed_slots, _ = Slot.objects.exclude(key__in=set(seen_slots)).delete()
+        removed_slots, _ = Slot.objects.exclude(key__in=set(reading.seen_slots)).delete()
     return ImportSummary(
-        slots=len(seen_slots),
-        candidates=len(seen_candidates),
+        slots=len(reading.seen_slots),
+        candidates=len(reading.seen_candidates),
         removed_candidates=removed_candidates,
         removed_slots=removed_slots,
         created_budgets=len(created_budgets),

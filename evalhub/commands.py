@@ -11,11 +11,31 @@ the settings never quote a secret-shaped value (``evalhub.settings._shown``).
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections
 from django.db.migrations.executor import MigrationExecutor
 
+from evalhub.jsonio import loads_strict
 from evalhub.secrets import redact
+
+
+def read_json(path: str) -> Any:
+    """The JSON document at ``path`` (``-``: standard input), read strictly (no NaN, Infinity or
+    1e309); ``CommandError`` saying what is wrong otherwise."""
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        return loads_strict(text)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{path} is not valid JSON: {exc}") from None
 
 
 def unapplied_migrations(alias: str = DEFAULT_DB_ALIAS) -> list[str]:

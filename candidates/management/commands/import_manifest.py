@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 from django.core.management.base import CommandError
 
 from candidates.services import ManifestError, import_manifest
-from evalhub.commands import DatabaseCommand
-from evalhub.jsonio import loads_strict
+from evalhub.commands import DatabaseCommand, read_json
 
 
 def count(number: int, noun: str) -> str:
@@ -27,16 +24,7 @@ class Command(DatabaseCommand):
 
     def handle(self, *args, **options) -> None:
         path = options["file"]
-        try:
-            if path == "-":
-                document = loads_strict(sys.stdin.read())
-            else:
-                with open(path, encoding="utf-8") as handle:
-                    document = loads_strict(handle.read())
-        except OSError as exc:
-            raise CommandError(f"cannot read {path}: {exc.strerror}") from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CommandError(f"{path} is not valid JSON: {exc}") from None
+        document = read_json(path)
         try:
             summary = import_manifest(document)
         except ManifestError as exc:

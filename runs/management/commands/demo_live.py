@@ -8,49 +8,43 @@ profile; claude-agent-acp: Anthropic Messages), and runs
 tonight's entries of those candidates through the real runtimes as a run in the ``scripted``
 lane: labelled as scripted on every page and in every export, never compared with, alerted on or
 plotted beside measured (live) history. The key each runtime sees is a made-up value that is
-scrubbed like a real one.
+scrubbed like a real one. The steps are ``runs.scripted_demo``'s.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import Any
 
 from django.core.management.base import CommandError
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from tqdm import tqdm
 
 from evalhub.commands import DatabaseCommand
 from evalhub.secrets import redact
-from runs.executors import InfrastructureError, executor_paths
-from runs.executors.live.executor import SCRIPTED_MODEL_KEY, LiveExecutor, configured_binary, scripted_provider_for
-from runs.executors.live.runtimes import RUNTIMES
-from runs.models import RunLane
-from runs.services import create_run, execute_run, recover_before_executing
+from runs.models import Execution
+from runs.scripted_demo import ScriptedDemoError, plan_scripted_demo, run_scripted_demo
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, cost_ceiling, schedule_error_message, seed_from_options, selection_from_options
-from schedules.services import CoverageError, Selection, apply_selection, schedule_for_night
+from schedules.services import CoverageError
 
 
-def driver_classes(candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{candidate id: driver class}`` of the candidates whose adapter runs through a live
-    executor with a driver (an ACP candidate with no known agent profile is left out)."""
-    drivers: dict[str, Any] = {}
-    paths = executor_paths()
-    for candidate in candidates:
-        path = paths.get(str(candidate.get("adapter")))
-        try:
-            executor_class = import_string(path) if path else None
-        except ImportError:
-            continue
-        if isinstance(executor_class, type) and issubclass(executor_class, LiveExecutor) and executor_class.driver_path:
-            try:
-                drivers[str(candidate["id"])] = executor_class().driver_factory(candidate)
-            except InfrastructureError:
-                continue  # an ACP candidate without a known agent profile: nothing drives it
-    return drivers
+class ProgressBar:
+    """A progress bar on standard error, drawn once the run's size is known."""
+
+    def __init__(self) -> None:
+        self.bar: tqdm | None = None
+
+    def start(self, total: int) -> None:
+        self.bar = tqdm(total=total, desc="scripted executions", unit="exec", file=sys.stderr, disable=None)
+
+    def advance(self, execution: Execution) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{execution.case_key} × {execution.candidate_key}", refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 class Command(DatabaseCommand):
@@ -64,76 +58,25 @@ class Command(DatabaseCommand):
         parser.add_argument("--no-progress", action="store_true", help="Do not draw a progress bar.")
 
     def handle(self, *args, **options) -> None:
-        from runs.executors.live.script_schema import load_scripts_dir
-        from runs.executors.live.scripted_model import ScriptedModelServer
-        from runs.executors.live.session import SCRIPTS_DIR
-
         selection = selection_from_options(options)
         try:
-            schedule, _ = schedule_for_night(
+            demo = plan_scripted_demo(
                 seed=seed_from_options(options),
                 now=timezone.now(),
                 rotation_day=options["rotation_day"],
                 generated_at=options["generated_at"],
+                selection=selection,
             )
-            # A typo or a candidate resting this week is told so (as `nightly` tells it), before the
-            # drivers are asked: "no live runtime drives X" would blame the runtime.
-            if selection.candidate_ids:
-                apply_selection(schedule.to_document(), Selection(candidate_ids=selection.candidate_ids))
         except CoverageError as exc:
             raise CommandError(redact(str(exc))) from None
         except ScheduleError as exc:
             raise CommandError(schedule_error_message(exc)) from None
-        drivers = driver_classes(list(schedule.candidates))
-        wanted = selection.candidate_ids or tuple(drivers)
-        undriven = [candidate for candidate in wanted if candidate not in drivers]
-        if undriven:
-            raise CommandError(
-                f"no live runtime drives {', '.join(undriven)} tonight; the scripted lane runs "
-                f"{', '.join(drivers) or 'no candidate'} (candidates of adapters with a driver in tonight's line-up)"
-            )
-        if not wanted:
-            raise CommandError("tonight's line-up has no candidate whose runtime evalhub drives: nothing to demonstrate")
-        keys = {key for candidate in wanted for key in (drivers[candidate].runtime_key, *getattr(drivers[candidate], "extra_runtimes", ()))}
-        for runtime_key in sorted(keys):
-            ok, message = RUNTIMES[runtime_key].status(configured_binary(runtime_key))
-            if not ok:
-                raise CommandError(f"the {RUNTIMES[runtime_key].label} runtime is not installed: {message}")
-        candidates = [c for c in schedule.candidates if c["id"] in wanted]
-        server = ScriptedModelServer(load_scripts_dir(SCRIPTS_DIR))
-        root = server.start()
-        try:
-            url = f"{root}/scripts/{{case_id}}/v1"
-            providers = {c["id"]: scripted_provider_for(c, drivers[c["id"]], url) for c in candidates}
-            recover_before_executing(environ=os.environ)  # what a killed demo_live or nightly left
-            run, _ = create_run(
-                schedule=schedule,
-                cost_ceiling_usd=cost_ceiling(),
-                selection=Selection(candidate_ids=tuple(wanted), case_ids=selection.case_ids, limit=selection.limit),
-                lane=RunLane.SCRIPTED,
-            )
-            names = {name for c in candidates for name in c.get("qualification", {}).get("requiredEnvironment", [])}
-            environ = {**os.environ, **dict.fromkeys(names, SCRIPTED_MODEL_KEY)}
-            bar = None
-            if not options["no_progress"]:
-                bar = tqdm(total=run.executions.count(), desc="scripted executions", unit="exec", file=sys.stderr, disable=None)
-
-            def progress(done: int, total: int, execution) -> None:
-                if bar is not None:
-                    bar.set_postfix_str(f"{execution.case_key} × {execution.candidate_key}", refresh=False)
-                    bar.update(1)
-
-            try:
-                summary = execute_run(run, environ=environ, progress=progress, providers=providers)
-            finally:
-                if bar is not None:
-                    bar.close()
-        finally:
-            server.stop()
-        # The candidates that played: a --case or --limit leaves some of the wanted ones out.
-        played = set(run.executions.values_list("candidate_key", flat=True))
+        except ScriptedDemoError as exc:
+            raise CommandError(str(exc)) from None
+        progress = None if options["no_progress"] else ProgressBar()
+        result = run_scripted_demo(demo, selection=selection, cost_ceiling_usd=cost_ceiling(), progress=progress)
         self.stdout.write(
-            f"scripted run {run.pk} of {', '.join(c for c in wanted if c in played) or 'no execution'} (lane scripted: the model is evalhub's scripted server, "
-            f"not a measured model; never compared with live history)"
+            f"scripted run {result.run.pk} of {', '.join(result.played) or 'no execution'} (lane scripted: the model is evalhub's "
+            f"scripted server, not a measured model; never compared with live history)"
         )
-        self.stdout.write(summary.line())
+        self.stdout.write(result.summary.line())

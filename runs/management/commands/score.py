@@ -11,31 +11,14 @@ breaks the reference schema; docs/scoring.md) is scored as the reference scores 
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evalhub.jsonio import loads_strict
+from evalhub.commands import read_json
 from evalhub.secrets import redact, redact_data
 from runs.evaluation.renderers import render_json
 from runs.evaluation.scoring import score_observation_noted
-
-
-def read_json(path: str) -> Any:
-    """The JSON document at ``path`` (``-``: standard input), read strictly (no NaN, Infinity or
-    1e309); ``CommandError`` saying what is wrong otherwise."""
-    try:
-        if path == "-":
-            text = sys.stdin.read()
-        else:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        return loads_strict(text)
-    except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc.strerror}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CommandError(f"{path} is not valid JSON: {exc}") from None
 
 
 def score_items(items: list[Any]) -> tuple[list[dict[str, Any]], int, list[str]]:
