@@ -9,6 +9,11 @@ tonight's entries of those candidates through the real runtimes as a run in the 
 lane: labelled as scripted on every page and in every export, never compared with, alerted on or
 plotted beside measured (live) history. The key each runtime sees is a made-up value that is
 scrubbed like a real one.
+
+This command is the scripted lane's own, and the one module outside ``runs.executors`` that
+imports the live plugin (``pyproject.toml`` names it in the contract that keeps everything else
+out): it starts the plugin's scripted model server and asks each live executor class for its
+driver, which no other executor has and the registry has no reason to know.
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ from tqdm import tqdm
 from evalhub.commands import DatabaseCommand
 from evalhub.secrets import redact
 from runs.executors import InfrastructureError, executor_paths
-from runs.executors.live.executor import SCRIPTED_MODEL_KEY, LiveExecutor, configured_binary, scripted_provider_for
-from runs.executors.live.runtimes import RUNTIMES
+from runs.executors.candidate import CandidateSpec
+from runs.executors.live.executor import SCRIPTED_MODEL_KEY, LiveExecutor, runtime_statuses, scripted_provider_for
 from runs.models import RunLane
 from runs.services import create_run, execute_run, recover_before_executing
 from schedules.building import ScheduleError
@@ -34,20 +39,20 @@ from schedules.cli import add_selector_arguments, cost_ceiling, schedule_error_m
 from schedules.services import CoverageError, Selection, apply_selection, schedule_for_night
 
 
-def driver_classes(candidates: list[dict[str, Any]]) -> dict[str, Any]:
+def driver_classes(candidates: list[CandidateSpec]) -> dict[str, Any]:
     """``{candidate id: driver class}`` of the candidates whose adapter runs through a live
     executor with a driver (an ACP candidate with no known agent profile is left out)."""
     drivers: dict[str, Any] = {}
     paths = executor_paths()
     for candidate in candidates:
-        path = paths.get(str(candidate.get("adapter")))
+        path = paths.get(candidate.adapter)
         try:
             executor_class = import_string(path) if path else None
         except ImportError:
             continue
         if isinstance(executor_class, type) and issubclass(executor_class, LiveExecutor) and executor_class.driver_path:
             try:
-                drivers[str(candidate["id"])] = executor_class().driver_factory(candidate)
+                drivers[candidate.id] = executor_class().driver_factory(candidate)
             except InfrastructureError:
                 continue  # an ACP candidate without a known agent profile: nothing drives it
     return drivers
@@ -84,7 +89,8 @@ class Command(DatabaseCommand):
             raise CommandError(redact(str(exc))) from None
         except ScheduleError as exc:
             raise CommandError(schedule_error_message(exc)) from None
-        drivers = driver_classes(list(schedule.candidates))
+        specs = [CandidateSpec.from_snapshot(candidate) for candidate in schedule.candidates]
+        drivers = driver_classes(specs)
         wanted = selection.candidate_ids or tuple(drivers)
         undriven = [candidate for candidate in wanted if candidate not in drivers]
         if undriven:
@@ -95,16 +101,15 @@ class Command(DatabaseCommand):
         if not wanted:
             raise CommandError("tonight's line-up has no candidate whose runtime evalhub drives: nothing to demonstrate")
         keys = {key for candidate in wanted for key in (drivers[candidate].runtime_key, *getattr(drivers[candidate], "extra_runtimes", ()))}
-        for runtime_key in sorted(keys):
-            ok, message = RUNTIMES[runtime_key].status(configured_binary(runtime_key))
+        for label, ok, message in runtime_statuses(sorted(keys)):
             if not ok:
-                raise CommandError(f"the {RUNTIMES[runtime_key].label} runtime is not installed: {message}")
-        candidates = [c for c in schedule.candidates if c["id"] in wanted]
+                raise CommandError(f"the {label} runtime is not installed: {message}")
+        candidates = [c for c in specs if c.id in wanted]
         server = ScriptedModelServer(load_scripts_dir(SCRIPTS_DIR))
         root = server.start()
         try:
             url = f"{root}/scripts/{{case_id}}/v1"
-            providers = {c["id"]: scripted_provider_for(c, drivers[c["id"]], url) for c in candidates}
+            providers = {c.id: scripted_provider_for(c, drivers[c.id], url) for c in candidates}
             recover_before_executing(environ=os.environ)  # what a killed demo_live or nightly left
             run, _ = create_run(
                 schedule=schedule,
@@ -112,7 +117,7 @@ class Command(DatabaseCommand):
                 selection=Selection(candidate_ids=tuple(wanted), case_ids=selection.case_ids, limit=selection.limit),
                 lane=RunLane.SCRIPTED,
             )
-            names = {name for c in candidates for name in c.get("qualification", {}).get("requiredEnvironment", [])}
+            names = {name for c in candidates for name in c.required_environment}
             environ = {**os.environ, **dict.fromkeys(names, SCRIPTED_MODEL_KEY)}
             bar = None
             if not options["no_progress"]:
