@@ -77,11 +77,14 @@ def executor_for(adapter: str) -> Executor:
     return executor_class(adapter)()
 
 
-def executor_classes() -> list[type[Executor]]:
-    """Every distinct registered executor class, in registry order. A path that cannot be
-    imported is left out: the execution that needs it reports ``executor_not_registered``."""
+def executor_classes(*, with_defaults: bool = False) -> list[type[Executor]]:
+    """Every distinct registered executor class, in registry order; ``with_defaults``: the
+    built-in ones (:data:`DEFAULT_EXECUTORS`) too, even where the registry points their adapters
+    elsewhere. A path that cannot be imported is left out: the execution that needs it reports
+    ``executor_not_registered``."""
+    paths = [*executor_paths().values(), *(DEFAULT_EXECUTORS.values() if with_defaults else ())]
     classes: list[type[Executor]] = []
-    for path in dict.fromkeys(executor_paths().values()):
+    for path in dict.fromkeys(paths):
         try:
             found = import_string(path)
         except ImportError:
@@ -91,11 +94,12 @@ def executor_classes() -> list[type[Executor]]:
     return classes
 
 
-def _each_hook(name: str) -> Iterator[Callable[[], Any]]:
-    """The classmethod ``name`` of every registered executor class, each distinct implementation
-    once (the three live executors share theirs, and must not report it three times)."""
+def _each_hook(name: str, *, with_defaults: bool = False) -> Iterator[Callable[[], Any]]:
+    """The classmethod ``name`` of every registered executor class (see :func:`executor_classes`),
+    each distinct implementation once (the three live executors share theirs, and must not report
+    it three times)."""
     seen: set[Any] = set()
-    for cls in executor_classes():
+    for cls in executor_classes(with_defaults=with_defaults):
         hook = getattr(cls, name)
         function = getattr(hook, "__func__", hook)
         if function in seen:
@@ -116,6 +120,8 @@ def runtime_problems() -> list[str]:
 
 
 def remove_abandoned_work() -> list[Path]:
-    """Every registered executor's :meth:`Executor.remove_abandoned_work`: what executions of a
-    killed process left, removed (``runs.services.recover_before_executing``)."""
-    return [folder for hook in _each_hook("remove_abandoned_work") for folder in hook()]
+    """Every executor's :meth:`Executor.remove_abandoned_work`: what executions of a killed
+    process left, removed (``runs.services.recover_before_executing``). The built-in executors
+    are asked even when the registry points their adapters elsewhere (tests, a replay machine):
+    what a killed process left before the switch is still on the disk."""
+    return [folder for hook in _each_hook("remove_abandoned_work", with_defaults=True) for folder in hook()]
