@@ -1068,19 +1068,18 @@ def _qualify(run: Run, candidate: Mapping[str, Any], environ: Mapping[str, str])
     if run.cancel_requested_at is not None:
         return ("skipped", "run_cancelled", "orchestration", False, "the run was cancelled before this execution started")
     problem = unsafe_candidate_problem(candidate)
-    spec = None
     if problem is None:
         try:
             spec = CandidateSpec.from_snapshot(candidate)
         except CandidateSpecError as exc:
             problem = f"the candidate's configuration cannot be read ({exc}); fix it in the catalog, then run it again"
-    if spec is None:
-        # A row written around full_clean() (loaddata, a raw insert): refuse to run it (docs/failure-modes.md B8).
-        return ("skipped", "candidate_configuration_invalid", "qualification", False, problem or "")
-    missing = [name for name in spec.required_environment if not environ.get(name)]
-    if missing:
-        return ("skipped", "qualification_environment_missing", "qualification", False, missing_environment_message(missing))
-    return spec
+        else:
+            missing = [name for name in spec.required_environment if not environ.get(name)]
+            if missing:
+                return ("skipped", "qualification_environment_missing", "qualification", False, missing_environment_message(missing))
+            return spec
+    # A row written around full_clean() (loaddata, a raw insert): refuse to run it (docs/failure-modes.md B8).
+    return ("skipped", "candidate_configuration_invalid", "qualification", False, problem)
 
 
 def _unavailable_document(
