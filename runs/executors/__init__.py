@@ -32,6 +32,7 @@ __all__ = [
     "Executor",
     "InfrastructureError",
     "TraceIntegrityError",
+    "executor_class",
     "executor_classes",
     "executor_for",
     "executor_paths",
