@@ -14,7 +14,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import CheckMessage, Error, register
 from django.core.checks.security.base import SECRET_KEY_INSECURE_PREFIX, SECRET_KEY_MIN_LENGTH, SECRET_KEY_MIN_UNIQUE_CHARACTERS
 
 from evalhub.conf import evalhub_setting
@@ -120,44 +120,18 @@ def _public_url_problem(url: str) -> str | None:
 
 
 @register()
-def check_live_runtimes(app_configs=None, **kwargs) -> list[Error | Warning]:
-    """Live executions need the model provider profiles to be valid and the runtimes installed.
+def check_live_runtimes(app_configs=None, **kwargs) -> list[CheckMessage]:
+    """What every registered executor says of its configuration and what it needs installed
+    (``runs.executors.system_checks``): for the live ones, the model provider profiles must be
+    valid (E006, E007) and the runtimes installed (W001).
 
     A missing runtime is a warning, not an error: a machine that only plans, scores and reports
     (or whose candidates lack credentials) never starts one, and an execution that needs it
     reports ``runtime_missing`` itself.
     """
-    from runs.executors.live.executor import configured_binary, configured_profiles
-    from runs.executors.live.providers import ProviderSettingsError
-    from runs.executors.live.runtimes import RUNTIMES
+    from runs.executors import system_checks
 
-    problems: list[Error | Warning] = []
-    try:
-        profiles = configured_profiles()
-    except ProviderSettingsError as exc:
-        profiles = {}
-        problems.append(
-            Error(
-                str(exc), hint="Fix EVALHUB_MODEL_PROVIDERS (a JSON object: {profile: {base_url, wire_api, env_key}}).", id="evalhub.E006"
-            )
-        )
-    codex_profile = profiles.get((evalhub_setting("DEFAULT_PROVIDER_PROFILES") or {}).get("codex", ""))
-    if codex_profile is not None and codex_profile.wire_api != "responses":
-        problems.append(
-            Error(
-                f"model provider profile {codex_profile.profile!r}, which Codex candidates use, has wire_api "
-                f"{codex_profile.wire_api!r}; codex app-server speaks only the Responses API.",
-                hint='Set its "wire_api" to "responses" in EVALHUB_MODEL_PROVIDERS.',
-                id="evalhub.E007",
-            )
-        )
-    for runtime in RUNTIMES.values():
-        ok, message = runtime.status(configured_binary(runtime.key))
-        if not ok:
-            problems.append(
-                Warning(f"{runtime.label} live executions cannot run: {message}", hint="Run `make install` (npm ci).", id="evalhub.W001")
-            )
-    return problems
+    return system_checks()
 
 
 #: How to make a key the deployment checks accept (``token_urlsafe(50)``: 67 characters).

@@ -43,7 +43,7 @@ from runs.evaluation.observation_schema import ObservationError, validate_observ
 from runs.evaluation.observations import finite_json
 from runs.evaluation.reports import compare_reports
 from runs.evaluation.scoring import DIMENSIONS, GATE_DIMENSIONS, options_problem, score_observation_noted
-from runs.executors.live.trace import TraceIntegrityError, read_artifact
+from runs.executors import TraceIntegrityError, read_artifact
 from runs.filters import AlertFilter, ExecutionFilter, ReportFilter, RunFilter, ScorecardFilter
 from runs.models import (
     Alert,
@@ -444,7 +444,7 @@ class ExecutionViewSet(ReadOnlyViewSet):
         responses={
             (200, "application/gzip"): OpenApiResponse(
                 response=OpenApiTypes.BINARY,
-                description="The gzip-compressed NDJSON trace (the reference's provider trace format, see runs/executors/live/trace.py), as an attachment. Headers "
+                description="The gzip-compressed NDJSON trace (the reference's provider trace format, see runs/executors/trace.py), as an attachment. Headers "
                 "X-Trace-Digest (sha256 of the NDJSON), X-Trace-Frames, X-Trace-Truncated.",
             ),
             400: OpenApiResponse(description='{"attempt": ["..."]}: not an attempt number.'),

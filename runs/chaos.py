@@ -42,6 +42,7 @@ from django.utils import timezone
 
 from runs import services
 from runs.executors.base import ExecutionRequest, Executor, InfrastructureError
+from runs.executors.candidate import CandidateSpec
 from runs.leases import owner_id
 from runs.models import Attempt, AttemptOutcome, Execution, ExecutionStatus, Run, RunLane, RunStatus, TraceArtifact, Trigger
 from schedules.models import ChaosScenario, ScheduleEntry
@@ -150,8 +151,8 @@ def _scratch(entry: ScheduleEntry, script: Sequence[Any], *, executions: int = 1
     """A claimed chaos-lane scratch run over ``entry`` (and the next entries, for ``executions`` > 1)
     whose executor plays ``script``."""
     entries = list(entry.schedule.entries.filter(position__gte=entry.position).order_by("position")[:executions])
-    budget = entry.candidate.get("budget", {})
-    ceiling = Decimal(str(budget.get("maxCostUsd") or 1)) * 10 * executions
+    limit = CandidateSpec.from_snapshot(entry.candidate).budget.max_cost_usd
+    ceiling = Decimal(str(limit or 1)) * 10 * executions
     with transaction.atomic():
         run = Run.objects.create(schedule=entry.schedule, trigger=Trigger.MANUAL, lane=RunLane.CHAOS, cost_ceiling_usd=ceiling)
         for position, item in enumerate(entries):
@@ -168,7 +169,7 @@ def _scratch(entry: ScheduleEntry, script: Sequence[Any], *, executions: int = 1
     services.claim_run(run)
     executor = _Scripted(script)
     services.FAULT_INJECTION[run.pk] = executor
-    names = {name for item in entries for name in item.candidate.get("qualification", {}).get("requiredEnvironment", [])}
+    names = {name for item in entries for name in CandidateSpec.from_snapshot(item.candidate).required_environment}
     environ = dict.fromkeys(names, "chaos-lane-placeholder-value")
     return _Scratch(run, run.executions.order_by("position").first(), executor, environ)
 
@@ -198,7 +199,7 @@ def _leave_dead_attempt(scratch: _Scratch) -> None:
     Execution.objects.filter(pk=execution.pk).update(
         status=ExecutionStatus.RUNNING, owner=dead, lease_expires_at=timezone.now() - dt.timedelta(seconds=1), started_at=timezone.now()
     )
-    reserve = services.reservation_usd(execution.entry.candidate)
+    reserve = services.reservation_usd(CandidateSpec.from_snapshot(execution.entry.candidate))
     services._begin_attempt(run, execution, execution.attempts.count() + 1, reserve, dead)
 
 
@@ -222,7 +223,7 @@ def scenario_restart(entry: ScheduleEntry) -> Checks:
     )
     # "2 of 3", as retry_exhaustion's "never more than maxAttempts" shows it: a bare 2 under
     # "expected True" did not say what the bound was.
-    allowed = services.max_attempts(entry.candidate)
+    allowed = services.max_attempts(CandidateSpec.from_snapshot(entry.candidate))
     checks.expect_true(
         "attempts stay within maxAttempts", execution.attempts.count() <= allowed, f"{execution.attempts.count()} of {allowed}"
     )
@@ -290,7 +291,7 @@ def scenario_trace_interruption(entry: ScheduleEntry) -> Checks:
 
 
 def scenario_trace_truncation(entry: ScheduleEntry) -> Checks:
-    from runs.executors.live.trace import TraceRecorder, read_artifact
+    from runs.executors.trace import TraceRecorder, read_artifact
 
     checks = Checks()
     frames = 200
@@ -359,7 +360,7 @@ def scenario_stale_checkpoint(entry: ScheduleEntry) -> Checks:
 
 def scenario_retry_exhaustion(entry: ScheduleEntry) -> Checks:
     checks = Checks()
-    allowed = services.max_attempts(entry.candidate)
+    allowed = services.max_attempts(CandidateSpec.from_snapshot(entry.candidate))
     error = InfrastructureError("provider_http_503", True, "HTTP 503 (chaos: retry_exhaustion)", cost_usd=0.01)
     scratch = _scratch(entry, [error] * (allowed + 2))
     _leave_dead_attempt(scratch)

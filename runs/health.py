@@ -133,17 +133,13 @@ class Queue(HealthCheck):
 
 @dataclasses.dataclass
 class Runtimes(HealthCheck):
-    """Every live runtime (codex, opencode) is installed at its pinned version."""
+    """Every runtime a registered executor needs (codex, opencode, the ACP agents) is installed at
+    its pinned version (``runs.executors.runtime_problems``)."""
 
     def run(self) -> None:
-        from runs.executors.live.executor import configured_binary
-        from runs.executors.live.runtimes import RUNTIMES
+        from runs.executors import runtime_problems
 
-        problems = []
-        for runtime in RUNTIMES.values():
-            ok, message = runtime.status(configured_binary(runtime.key))
-            if not ok:
-                problems.append(f"{runtime.label}: {message}")
+        problems = runtime_problems()
         if problems:
             raise ServiceUnavailable("live runtime missing: " + "; ".join(problems))
 

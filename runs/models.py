@@ -336,13 +336,13 @@ class ProviderSlot(models.Model):
 
 
 class TraceArtifact(models.Model):
-    """The raw protocol trace of one execution attempt: an NDJSON document (``runs/executors/live/trace.py``),
-    gzip-compressed, as ``runs.executors.live.trace.TraceRecorder`` recorded it (every frame already
+    """The raw protocol trace of one execution attempt: an NDJSON document (``runs/executors/trace.py``),
+    gzip-compressed, as ``runs.executors.trace.TraceRecorder`` recorded it (every frame already
     scrubbed of secrets).
 
     ``raw_bytes`` is the uncompressed size, ``stored_bytes`` the compressed size (bytes);
     ``digest`` is ``sha256:<hex>`` of the uncompressed document and is checked on every read
-    (``runs.executors.live.trace.read_artifact``); ``frame_count`` counts every frame the runtime
+    (``runs.executors.trace.read_artifact``); ``frame_count`` counts every frame the runtime
     exchanged, ``truncated`` says the size cap was reached and later frames were counted but not
     stored. Traces are evidence for people debugging one execution: they never go into reports
     or exports.

@@ -7,6 +7,11 @@ per workflow case), gives every such candidate its own scripted provider speakin
 runtime needs, and runs their entries through the real runtimes as a run in the ``scripted`` lane
 (labelled as scripted everywhere, never compared with, alerted on or plotted beside measured
 history). The key each runtime sees is a made-up value that is scrubbed like a real one.
+
+The scripted lane's own module, and the one outside ``runs.executors`` that imports the live
+plugin (``pyproject.toml`` names it in the contract that keeps everything else out): it starts the
+plugin's scripted model server and asks each live executor class for its driver, which no other
+executor has and the registry has no reason to know.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ from typing import Any, Protocol
 from django.utils.module_loading import import_string
 
 from runs.executors import InfrastructureError, executor_paths
-from runs.executors.live.executor import SCRIPTED_MODEL_KEY, LiveExecutor, configured_binary, scripted_provider_for
-from runs.executors.live.runtimes import RUNTIMES
+from runs.executors.candidate import CandidateSpec
+from runs.executors.live.executor import SCRIPTED_MODEL_KEY, LiveExecutor, runtime_statuses, scripted_provider_for
 from runs.models import Execution, Run, RunLane
 from runs.services import RunSummary, create_run, execute_run, recover_before_executing
 from schedules.models import Schedule
@@ -32,20 +37,20 @@ class ScriptedDemoError(Exception):
     """Nothing to demonstrate, or a runtime is missing; the message says which and what to do."""
 
 
-def driver_classes(candidates: list[dict[str, Any]]) -> dict[str, Any]:
+def driver_classes(candidates: list[CandidateSpec]) -> dict[str, Any]:
     """``{candidate id: driver class}`` of the candidates whose adapter runs through a live
     executor with a driver (an ACP candidate with no known agent profile is left out)."""
     drivers: dict[str, Any] = {}
     paths = executor_paths()
     for candidate in candidates:
-        path = paths.get(str(candidate.get("adapter")))
+        path = paths.get(candidate.adapter)
         try:
             executor_class = import_string(path) if path else None
         except ImportError:
             continue
         if isinstance(executor_class, type) and issubclass(executor_class, LiveExecutor) and executor_class.driver_path:
             try:
-                drivers[str(candidate["id"])] = executor_class().driver_factory(candidate)
+                drivers[candidate.id] = executor_class().driver_factory(candidate)
             except InfrastructureError:
                 continue  # an ACP candidate without a known agent profile: nothing drives it
     return drivers
@@ -61,9 +66,9 @@ class ScriptedDemo:
     drivers: Mapping[str, Any]
 
     @property
-    def candidates(self) -> list[dict[str, Any]]:
-        """The wanted candidates' documents, in line-up order."""
-        return [c for c in self.schedule.candidates if c["id"] in self.wanted]
+    def candidates(self) -> list[CandidateSpec]:
+        """The wanted candidates, in line-up order."""
+        return [c for c in (CandidateSpec.from_snapshot(candidate) for candidate in self.schedule.candidates) if c.id in self.wanted]
 
 
 def plan_scripted_demo(*, seed: str, now: dt.datetime, rotation_day: Any, generated_at: Any, selection: Selection) -> ScriptedDemo:
@@ -79,7 +84,7 @@ def plan_scripted_demo(*, seed: str, now: dt.datetime, rotation_day: Any, genera
     # runtime drives X" would blame the runtime.
     if selection.candidate_ids:
         apply_selection(schedule.to_document(), Selection(candidate_ids=selection.candidate_ids))
-    drivers = driver_classes(list(schedule.candidates))
+    drivers = driver_classes([CandidateSpec.from_snapshot(candidate) for candidate in schedule.candidates])
     wanted = selection.candidate_ids or tuple(drivers)
     undriven = [candidate for candidate in wanted if candidate not in drivers]
     if undriven:
@@ -90,10 +95,9 @@ def plan_scripted_demo(*, seed: str, now: dt.datetime, rotation_day: Any, genera
     if not wanted:
         raise ScriptedDemoError("tonight's line-up has no candidate whose runtime evalhub drives: nothing to demonstrate")
     keys = {key for candidate in wanted for key in (drivers[candidate].runtime_key, *getattr(drivers[candidate], "extra_runtimes", ()))}
-    for runtime_key in sorted(keys):
-        ok, message = RUNTIMES[runtime_key].status(configured_binary(runtime_key))
+    for label, ok, message in runtime_statuses(sorted(keys)):
         if not ok:
-            raise ScriptedDemoError(f"the {RUNTIMES[runtime_key].label} runtime is not installed: {message}")
+            raise ScriptedDemoError(f"the {label} runtime is not installed: {message}")
     return ScriptedDemo(schedule=schedule, wanted=tuple(wanted), drivers=drivers)
 
 
@@ -135,7 +139,7 @@ def run_scripted_demo(
     root = server.start()
     try:
         url = f"{root}/scripts/{{case_id}}/v1"
-        providers = {c["id"]: scripted_provider_for(c, demo.drivers[c["id"]], url) for c in candidates}
+        providers = {c.id: scripted_provider_for(c, demo.drivers[c.id], url) for c in candidates}
         recover_before_executing(environ=os.environ)  # what a killed demo_live or nightly left
         run, _ = create_run(
             schedule=demo.schedule,
@@ -143,7 +147,7 @@ def run_scripted_demo(
             selection=Selection(candidate_ids=demo.wanted, case_ids=selection.case_ids, limit=selection.limit),
             lane=RunLane.SCRIPTED,
         )
-        names = {name for c in candidates for name in c.get("qualification", {}).get("requiredEnvironment", [])}
+        names = {name for c in candidates for name in c.required_environment}
         environ = {**os.environ, **dict.fromkeys(names, SCRIPTED_MODEL_KEY)}
         if progress is not None:
             progress.start(run.executions.count())

@@ -31,7 +31,6 @@ The orchestration follows the reference ``executeRunnerLiveSchedule`` and nightl
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -66,9 +65,11 @@ from runs.evaluation.observation_schema import (
     validate_plain_observation,
 )
 from runs.evaluation.observations import finite_json, missing_environment_message, unavailable_observation
-from runs.executors import ExecutionRequest, InfrastructureError, executor_for
+from runs.executors import ExecutionRequest, InfrastructureError, executor_for, remove_abandoned_work
 from runs.executors.base import ArtifactSink
-from runs.executors.live.trace import rescrub_artifact
+from runs.executors.candidate import Budget, CandidateSpec, CandidateSpecError, environment_names
+from runs.executors.providers import ProviderConfig
+from runs.executors.trace import rescrub_artifact
 from runs.leases import (
     CANCELLED,
     LEASE_LOST,
@@ -112,9 +113,6 @@ MICRO_DOLLAR = Decimal("0.000001")
 #: How the orchestration waits before a retry (tests replace it).
 sleep = time.sleep
 
-#: The calls an execution may make when its budget snapshot has no usable ``maxAttempts``: the
-#: reference's one retry.
-DEFAULT_MAX_ATTEMPTS = 2
 #: Half a micro-dollar: amounts are whole micro-dollars, and SQLite compares decimals as floats,
 #: so the ceiling comparison allows this much rounding and nothing more.
 CEILING_TOLERANCE = Decimal("0.0000005")
@@ -311,18 +309,16 @@ def claim_run(run: Run) -> bool:
     return changed == 1
 
 
-def provider_overrides_document(providers: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def provider_overrides_document(providers: Mapping[str, ProviderConfig]) -> dict[str, dict[str, Any]]:
     """``{candidate id: ProviderConfig}`` as the JSON stored on the run (names and URLs only)."""
-    return {str(key): dataclasses.asdict(value) if dataclasses.is_dataclass(value) else dict(value) for key, value in providers.items()}
+    return {str(key): value.to_document() for key, value in providers.items()}
 
 
-def run_providers(run: Run) -> dict[str, Any]:
+def run_providers(run: Run) -> dict[str, ProviderConfig]:
     """The run's stored provider overrides as ``{candidate id: ProviderConfig}`` (the scripted
     lane's scripted model), so its executions use them on whichever worker runs them."""
-    from runs.executors.live.contracts import ProviderConfig
-
     stored = run.provider_overrides or {}
-    return {key: ProviderConfig(**value) for key, value in stored.items() if isinstance(value, dict)}
+    return {key: ProviderConfig.from_document(value) for key, value in stored.items() if isinstance(value, dict)}
 
 
 def execute_run(
@@ -330,7 +326,7 @@ def execute_run(
     *,
     environ: Mapping[str, str],
     progress: ProgressCallback | None = None,
-    providers: Mapping[str, Any] | None = None,
+    providers: Mapping[str, ProviderConfig] | None = None,
 ) -> RunSummary:
     """Execute every pending execution of ``run`` in this process, in order, then finalise it.
 
@@ -513,37 +509,30 @@ def secret_values(environ: Mapping[str, str], candidates: list[Mapping[str, Any]
     """
     names: set[str] = set()
     for candidate in candidates:
-        required = (candidate or {}).get("qualification", {}).get("requiredEnvironment", []) if isinstance(candidate, Mapping) else []
-        if isinstance(required, list):
-            names.update(name for name in required if isinstance(name, str))
+        # Read leniently (environment_names): a snapshot the spec refuses still has its values redacted.
+        names.update(environment_names(candidate))
     return credential_values(environ, names=names)
 
 
-def max_attempts(candidate: Mapping[str, Any]) -> int:
-    """The calls one execution of ``candidate`` may make: its budget's ``maxAttempts`` (a whole
-    number ≥ 1), or ``DEFAULT_MAX_ATTEMPTS`` (the reference's one retry) when the snapshot has none."""
-    value = (candidate.get("budget") or {}).get("maxAttempts") if isinstance(candidate, Mapping) else None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    return DEFAULT_MAX_ATTEMPTS
+def max_attempts(candidate: CandidateSpec) -> int:
+    """The calls one execution of ``candidate`` may make: its budget's ``max_attempts``
+    (``runs.executors.candidate.DEFAULT_MAX_ATTEMPTS``, the reference's one retry, without one)."""
+    return candidate.budget.max_attempts
 
 
-def reservation_usd(candidate: Mapping[str, Any]) -> Decimal:
+def reservation_usd(candidate: CandidateSpec) -> Decimal:
     """What one attempt of ``candidate`` may cost at worst, reserved against the ceiling before it
-    runs: its budget's ``maxCostUsd`` (the live harness stops an attempt there), 0 without one."""
-    budget = candidate.get("budget") if isinstance(candidate, Mapping) else None
-    return _finite_cost((budget or {}).get("maxCostUsd")) or Decimal(0)
+    runs: its budget's ``max_cost_usd`` (the live harness stops an attempt there), 0 without one."""
+    return _finite_cost(candidate.budget.max_cost_usd) or Decimal(0)
 
 
-def provider_key(candidate: Mapping[str, Any]) -> str:
+def provider_key(candidate: CandidateSpec) -> str:
     """The model provider profile an execution of ``candidate`` talks to (what
     ``PROVIDER_CONCURRENCY`` limits): its qualification's profile, else its runtime's default."""
-    qualification = candidate.get("qualification") or {}
-    profile = qualification.get("profile") if isinstance(qualification, Mapping) else None
-    if isinstance(profile, str) and profile:
-        return profile
+    if candidate.profile:
+        return candidate.profile
     defaults = evalhub_setting("DEFAULT_PROVIDER_PROFILES") or {}
-    return str(defaults.get(candidate.get("provider"), candidate.get("provider") or ""))
+    return str(defaults.get(candidate.provider, candidate.provider))
 
 
 # --- one execution ---------------------------------------------------------------------------------------
@@ -837,7 +826,10 @@ def _take_provider_slot(candidate: Mapping[str, Any], execution_pk: int, *, wait
     taken, None when the provider has no limit, False when none came free within ``wait_s``
     (default ``SLOT_WAIT_SECONDS``). A slot is taken with a conditional update: free, or held past
     its holder's lease."""
-    key = provider_key(candidate)
+    try:
+        key = provider_key(CandidateSpec.from_snapshot(candidate))
+    except CandidateSpecError:
+        return None  # refused when it runs (candidate_configuration_invalid): it talks to no provider
     limit = (evalhub_setting("PROVIDER_CONCURRENCY") or {}).get(key)
     if not limit:
         return None
@@ -935,15 +927,16 @@ def _execute_one(
         return "settled"
 
     qualified = prefetched is not None and execution.pk in prefetched.qualified
-    skip = None if qualified else _skip_before_running(run, candidate, environ)
-    if skip is not None:
-        return unavailable(*skip)
-    names = list(candidate.get("qualification", {}).get("requiredEnvironment", []))
-    request_environment = {name: environ[name] for name in names}
+    # The snapshot is parsed here, once, and handed on typed (the run's loop qualified it already).
+    checked = CandidateSpec.from_snapshot(candidate) if qualified else _qualify(run, candidate, environ)
+    if not isinstance(checked, CandidateSpec):
+        return unavailable(*checked)
+    spec = checked
+    request_environment = {name: environ[name] for name in spec.required_environment}
     entry_document = execution.entry.to_document()
     providers = run_providers(run)
-    allowed = max_attempts(candidate)
-    reserve = reservation_usd(candidate)
+    allowed = max_attempts(spec)
+    reserve = reservation_usd(spec)
     retried = any(outcome == AttemptOutcome.INFRASTRUCTURE_ERROR and retryable for outcome, _, _, retryable, *_ in previous)
     number = len(previous)
     last: tuple[str, str, bool] | None = (previous[-1][1], previous[-1][2], bool(previous[-1][3])) if previous else None
@@ -976,14 +969,14 @@ def _execute_one(
         request = ExecutionRequest(
             run_id=run.pk,
             entry=entry_document,
-            candidate=candidate,
+            candidate=spec,
             case=case,
             environment=request_environment,
             attempt=number,
             artifacts=artifacts,
             provider=providers.get(execution.candidate_key),
         )
-        call = _call_executor(request, candidate.get("adapter", ""), secrets, guard)
+        call = _call_executor(request, spec.adapter, secrets, guard)
         settle: dict[str, Any] | None
         settle_text: EncodedDocument | None = None
         cost_known = True
@@ -1062,19 +1055,31 @@ _Skip = tuple[str, str, str, bool, str]
 
 
 def _skip_before_running(run: Run, candidate: Mapping[str, Any], environ: Mapping[str, str]) -> _Skip | None:
-    """Why an execution of ``candidate`` in ``run`` is skipped before any attempt, or None: the run
-    was cancelled, the candidate snapshot is unsafe, or a required variable is missing or empty."""
+    """Why an execution of ``candidate`` (its snapshot) in ``run`` is skipped before any attempt,
+    or None (see :func:`_qualify`)."""
+    checked = _qualify(run, candidate, environ)
+    return None if isinstance(checked, CandidateSpec) else checked
+
+
+def _qualify(run: Run, candidate: Mapping[str, Any], environ: Mapping[str, str]) -> _Skip | CandidateSpec:
+    """The candidate snapshot parsed, or why an execution of it in ``run`` is skipped before any
+    attempt: the run was cancelled, the snapshot is unsafe or cannot be read, or a required
+    variable is missing or empty."""
     if run.cancel_requested_at is not None:
         return ("skipped", "run_cancelled", "orchestration", False, "the run was cancelled before this execution started")
     problem = unsafe_candidate_problem(candidate)
-    if problem is not None:
-        # A row written around full_clean() (loaddata, a raw insert): refuse to run it (docs/failure-modes.md B8).
-        return ("skipped", "candidate_configuration_invalid", "qualification", False, problem)
-    names = list(candidate.get("qualification", {}).get("requiredEnvironment", []))
-    missing = [name for name in names if not environ.get(name)]
-    if missing:
-        return ("skipped", "qualification_environment_missing", "qualification", False, missing_environment_message(missing))
-    return None
+    if problem is None:
+        try:
+            spec = CandidateSpec.from_snapshot(candidate)
+        except CandidateSpecError as exc:
+            problem = f"the candidate's configuration cannot be read ({exc}); fix it in the catalog, then run it again"
+        else:
+            missing = [name for name in spec.required_environment if not environ.get(name)]
+            if missing:
+                return ("skipped", "qualification_environment_missing", "qualification", False, missing_environment_message(missing))
+            return spec
+    # A row written around full_clean() (loaddata, a raw insert): refuse to run it (docs/failure-modes.md B8).
+    return ("skipped", "candidate_configuration_invalid", "qualification", False, problem)
 
 
 def _unavailable_document(
@@ -1653,6 +1658,10 @@ def take_back(execution_pk: int, *, now: dt.datetime, dispatch: bool = True) -> 
         Execution.objects.filter(pk=execution.pk).update(cost_usd=Coalesce(F("cost_usd"), Decimal(0)) + lost)
         ProviderSlot.objects.filter(execution_id=execution.pk).update(execution=None, expires_at=None)
         candidate = execution.entry.candidate or {}
+        try:
+            allowed = max_attempts(CandidateSpec.from_snapshot(candidate))
+        except CandidateSpecError:  # refused when it runs (candidate_configuration_invalid); a bound is all this needs
+            allowed = Budget().max_attempts
         outcomes = list(execution.attempts.values_list("outcome", flat=True))
         lost_count = outcomes.count(AttemptOutcome.WORKER_LOST)
         case = {"id": execution.case_key, "assertions": {}}
@@ -1667,7 +1676,7 @@ def take_back(execution_pk: int, *, now: dt.datetime, dispatch: bool = True) -> 
                 message="the run was cancelled while this execution's worker was lost",
                 scripted=run.lane == RunLane.SCRIPTED,
             )
-        elif len(outcomes) < max_attempts(candidate) and lost_count <= 1 and run.status == RunStatus.RUNNING:
+        elif len(outcomes) < allowed and lost_count <= 1 and run.status == RunStatus.RUNNING:
             Execution.objects.filter(pk=execution.pk).update(status=ExecutionStatus.PENDING, owner="", lease_expires_at=None)
             if dispatch:
                 dispatch_execution(execution.pk)
@@ -1681,7 +1690,7 @@ def take_back(execution_pk: int, *, now: dt.datetime, dispatch: bool = True) -> 
                 category="orchestration",
                 retryable=True,
                 message=f"the worker running this execution was lost ({lost_count} time{'s' if lost_count != 1 else ''}); "
-                f"{len(outcomes)} of {max_attempts(candidate)} attempts used",
+                f"{len(outcomes)} of {allowed} attempts used",
                 scripted=run.lane == RunLane.SCRIPTED,
             )
         _settle(execution, redact_data(observation), started=time.monotonic())
@@ -1746,12 +1755,10 @@ def recover_before_executing(*, environ: Mapping[str, str] | None = None) -> Rea
     executions whose lease expired — a ``kill -9`` of an earlier such command leaves its run
     ``running`` — without queueing them (this process, or the take-over of an abandoned run,
     executes them; a worker's reaper queues a worker's again after ``REDISPATCH_SECONDS``), and
-    remove the execution folders that killed processes left behind
-    (:func:`runs.executors.live.session.remove_abandoned_workdirs`)."""
-    from runs.executors.live.session import remove_abandoned_workdirs
-
+    remove what executions of killed processes left behind (:func:`runs.executors.remove_abandoned_work`:
+    the live executors' folders)."""
     summary = reap(environ=environ, dispatch=False)
-    for folder in remove_abandoned_workdirs():
+    for folder in remove_abandoned_work():
         logger.warning("removed %s, left behind by a process that no longer runs", folder)
     if summary.taken_back or summary.finalised:
         logger.warning("%s", summary.line())

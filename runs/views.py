@@ -15,7 +15,7 @@ from django.utils.http import content_disposition_header
 
 from evalhub.conf import evalhub_setting
 from evalhub.validation import MAX_INTEGER
-from runs.executors.live.trace import TraceIntegrityError, read_artifact
+from runs.executors import TraceIntegrityError, read_artifact
 from runs.models import CHAOS_RUN, Classification, ExecutionStatus, Report, Run, RunLane, RunStatus, TraceArtifact, trace_filename
 from runs.queries import (
     CEILING_REACHED,

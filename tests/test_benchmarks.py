@@ -71,7 +71,7 @@ def test_benchmark_trace_recording_one_thousand_frames(benchmark) -> None:
     """Recording cost per live execution: 1 000 ~250-byte protocol frames, each scrubbed (secret
     shapes + one exact key value) and written into the compressed trace, then summarised."""
     from evalhub.secrets import redact
-    from runs.executors.live.trace import TraceRecorder
+    from runs.executors.trace import TraceRecorder
 
     frames = _protocol_frames(1000)
     key = "fake-key-for-local-test-0123456789abcdef"

@@ -24,6 +24,7 @@ from django_q.models import OrmQ
 
 from runs import leases, services
 from runs.executors import InfrastructureError
+from runs.executors.candidate import CandidateSpec
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
 from runs.models import Attempt, Execution, ExecutionStatus, ProviderSlot, Report, Run, RunStatus
 from runs.services import cancel_run, create_run, dispatch_run, execute_execution, reap, rerun_run
@@ -118,7 +119,7 @@ def test_the_nightly_command_can_queue_the_night(schedule, django_capture_on_com
 
 @pytest.mark.django_db
 def test_the_scripted_lanes_provider_travels_with_the_run(schedule) -> None:
-    from runs.executors.live.providers import scripted_provider
+    from runs.executors.providers import scripted_provider
 
     run = luna_run(schedule, limit=1)
     provider = scripted_provider("http://127.0.0.1:9/scripts/{case_id}/v1")
@@ -617,7 +618,7 @@ def test_a_scripted_run_is_never_re_run_and_its_executions_never_carry_a_real_ke
     the address it stored (which may by then be anyone's)."""
     from runs.executors.base import ExecutionRequest
     from runs.executors.live import executor as live_executor
-    from runs.executors.live.providers import scripted_provider
+    from runs.executors.providers import scripted_provider
     from runs.models import RunLane
 
     run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=1), lane=RunLane.SCRIPTED)
@@ -636,7 +637,7 @@ def test_a_scripted_run_is_never_re_run_and_its_executions_never_carry_a_real_ke
     request = ExecutionRequest(
         run_id=run.pk,
         entry={"executionId": "rwe-0000000000000001"},
-        candidate={"id": "codex-luna", "model": "gpt-5.6-luna", "adapter": "codex_app_server"},
+        candidate=CandidateSpec.from_snapshot({"id": "codex-luna", "model": "gpt-5.6-luna", "adapter": "codex_app_server"}),
         case={"id": "final-response"},
         environment={"OPENAI_API_KEY": "REAL-openai-key-do-not-send-42"},
         provider=scripted_provider("http://127.0.0.1:9/v1", wire_api="responses", env_key="OPENAI_API_KEY"),

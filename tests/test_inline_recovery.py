@@ -19,8 +19,9 @@ from django.utils import timezone
 
 from runs import services
 from runs.executors.base import InfrastructureError
-from runs.executors.live.contracts import ProviderConfig
+from runs.executors.candidate import CandidateSpec
 from runs.executors.live.session import remove_abandoned_workdirs, run_live_execution
+from runs.executors.providers import ProviderConfig
 from runs.executors.replay import REPLAY_STORE
 from runs.models import AttemptOutcome, Execution, ExecutionStatus
 from schedules.services import Selection, schedule_for_night
@@ -60,7 +61,9 @@ def test_an_execution_s_folder_names_the_process_that_owns_it(tmp_path: Path, mo
         run_live_execution(
             execution_id="rwe-0000000000000000",
             case={"id": "final-response", "title": "Final response", "steps": [{"kind": "turn"}], "assertions": {}},
-            candidate={"id": "codex-luna", "model": "gpt-5.6-luna", "budget": {"maxLatencyMs": 1000, "maxAttempts": 1, "maxCostUsd": 0.1}},
+            candidate=CandidateSpec.from_snapshot(
+                {"id": "codex-luna", "model": "gpt-5.6-luna", "budget": {"maxLatencyMs": 1000, "maxAttempts": 1, "maxCostUsd": 0.1}}
+            ),
             prompt="Say done.",
             provider=ProviderConfig(profile="openai", base_url="http://127.0.0.1:9/v1", env_key="OPENAI_API_KEY"),
             driver_factory=driver_factory,

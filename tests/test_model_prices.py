@@ -16,6 +16,7 @@ from genai_prices import data_snapshot
 
 from candidates.models import ModelPrice
 from evalhub import reference_data
+from runs.executors.candidate import CandidateSpec
 from runs.executors.live.contracts import Usage
 from runs.executors.live.executor import price_for
 from runs.executors.live.pricing import Price, cost_usd
@@ -188,7 +189,7 @@ def test_a_scripted_provider_is_never_priced_as_the_real_model(monkeypatch) -> N
     """The scripted lane bills nothing: the executor passes no price and the session uses $0."""
     from runs.executors.base import ExecutionRequest
     from runs.executors.live import executor as live_executor
-    from runs.executors.live.providers import scripted_provider
+    from runs.executors.providers import scripted_provider
 
     seen: dict[str, Any] = {}
 
@@ -201,7 +202,7 @@ def test_a_scripted_provider_is_never_priced_as_the_real_model(monkeypatch) -> N
     request = ExecutionRequest(
         run_id=1,
         entry={"executionId": "rwe-0000000000000001"},
-        candidate={"id": "codex-luna", "model": "gpt-5.6-luna", "adapter": "codex_app_server"},
+        candidate=CandidateSpec.from_snapshot({"id": "codex-luna", "model": "gpt-5.6-luna", "adapter": "codex_app_server"}),
         case={"id": "final-response"},
         environment={"OPENAI_API_KEY": "x-scripted"},
         attempt=1,

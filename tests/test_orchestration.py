@@ -173,7 +173,7 @@ def test_the_executor_receives_only_the_candidates_own_variables(schedule, repla
     assert dict(request.environment) == {"OPENAI_API_KEY": OPENAI_VALUE}
     assert request.attempt == 1
     assert request.entry == entry_of(execution)
-    assert request.candidate["id"] == "codex-luna"
+    assert request.candidate.id == "codex-luna"
     assert request.case["id"] == execution.case_key
 
 

@@ -73,7 +73,7 @@ class CostlyExecutor(Executor):
         with _CALLS_LOCK:
             CALLS.append(str(request.entry["executionId"]))
         time.sleep(DELAY_S * 5)
-        return completed_observation(dict(request.entry), cost_usd=float(request.candidate["budget"]["maxCostUsd"]))
+        return completed_observation(dict(request.entry), cost_usd=float(request.candidate.budget.max_cost_usd))
 
 
 # --- scenarios (run in a child process on file SQLite, in-process on PostgreSQL) ------------------

@@ -21,7 +21,7 @@ from django.urls import reverse
 from evalhub import reference_data
 from evalhub.secrets import redact
 from runs.executors.base import ExecutionRequest, Executor, InfrastructureError
-from runs.executors.live.trace import TraceRecorder, read_artifact, summarize_ndjson
+from runs.executors.trace import TraceRecorder, read_artifact, summarize_ndjson
 from runs.models import Attempt, Execution, Run, RunLane, TraceArtifact
 from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night

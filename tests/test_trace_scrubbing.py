@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from evalhub.secrets import REDACTION, redact, redact_data
-from runs.executors.live.trace import TraceRecorder, gunzip, rescrub_artifact
+from runs.executors.trace import TraceRecorder, gunzip, rescrub_artifact
 
 pytestmark = pytest.mark.database_free
 

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from runs.executors.base import InfrastructureError
-from runs.executors.live.contracts import EventLog, ProviderConfig, Usage
+from runs.executors.candidate import CandidateSpec
+from runs.executors.live.contracts import EventLog, Usage
 from runs.executors.live.drivers import acp_schema
 from runs.executors.live.drivers.acp import (
     CLAUDE_OFFLINE_ENVIRONMENT,
@@ -33,8 +34,8 @@ from runs.executors.live.drivers.acp import (
     usage_from_prompt,
 )
 from runs.executors.live.drivers.jsonrpc import JsonRpcError
-from runs.executors.live.providers import provider_for, provider_profiles
 from runs.executors.live.runtimes import RUNTIMES
+from runs.executors.providers import ProviderConfig, provider_for, provider_profiles
 from tests.harness.test_codex_driver import Callbacks, RecordingTrace, group_alive
 
 pytestmark = pytest.mark.database_free
@@ -74,12 +75,12 @@ def test_acpx_candidates_get_their_agents_model_provider(settings):
 
     profiles = provider_profiles(DEFAULTS["MODEL_PROVIDERS"])
     defaults = DEFAULTS["DEFAULT_PROVIDER_PROFILES"]
-    claude = {"id": "acpx-claude-sonnet", "provider": "acpx", "qualification": {"profile": "claude"}}
-    codex = {"id": "acpx-codex-sol", "provider": "acpx", "qualification": {"profile": "codex"}}
+    claude = CandidateSpec.from_snapshot({"id": "acpx-claude-sonnet", "provider": "acpx", "qualification": {"profile": "claude"}})
+    codex = CandidateSpec.from_snapshot({"id": "acpx-codex-sol", "provider": "acpx", "qualification": {"profile": "codex"}})
     assert provider_for(claude, profiles=profiles, default_profiles=defaults).profile == "anthropic"
     assert provider_for(claude, profiles=profiles, default_profiles=defaults).wire_api == "messages"
     assert provider_for(codex, profiles=profiles, default_profiles=defaults).profile == "openai"
-    other = {"id": "acpx-x", "provider": "acpx", "qualification": {"profile": "gemini"}}
+    other = CandidateSpec.from_snapshot({"id": "acpx-x", "provider": "acpx", "qualification": {"profile": "gemini"}})
     assert provider_for(other, profiles=profiles, default_profiles=defaults).profile == "openai"  # the acpx fallback
 
 
@@ -87,11 +88,14 @@ def test_the_acpx_executor_binds_the_candidates_profile():
     from runs.executors.live.executor import AcpxRuntimeExecutor, driver_options
 
     executor = AcpxRuntimeExecutor()
-    codex = executor.driver_factory({"id": "acpx-codex-sol", "qualification": {"profile": "codex"}})
+    codex = executor.driver_factory(CandidateSpec.from_snapshot({"id": "acpx-codex-sol", "qualification": {"profile": "codex"}}))
     assert codex.runtime_key == "codex-acp" and set(driver_options(codex)["binaries"]) == {"codex"}
-    assert driver_options(executor.driver_factory({"qualification": {"profile": "claude"}})) == {}
+    assert (
+        driver_options(executor.driver_factory(CandidateSpec.from_snapshot({"id": "acpx-claude", "qualification": {"profile": "claude"}})))
+        == {}
+    )
     with pytest.raises(InfrastructureError) as raised:
-        executor.driver_factory({"id": "acpx-odd", "qualification": {}})
+        executor.driver_factory(CandidateSpec.from_snapshot({"id": "acpx-odd", "qualification": {}}))
     assert (raised.value.code, raised.value.retryable) == ("runtime_start_failed", False)
     assert "candidate acpx-odd: unknown ACP agent profile None" in raised.value.message
 

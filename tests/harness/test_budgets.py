@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 
+from runs.executors.candidate import Budget
 from runs.executors.live.budgets import BudgetGuard, budget_verdict
 from runs.executors.live.contracts import Usage
 from runs.executors.live.pricing import Price, cost_usd
@@ -23,7 +24,7 @@ def guard(tokens: float | None = 1000, cost: float | None = None, price: Price |
         budget["maxTotalTokens"] = tokens
     if cost is not None:
         budget["maxCostUsd"] = cost
-    return BudgetGuard(budget, price=price, cost_of=cost_usd)
+    return BudgetGuard(Budget.from_document(budget), price=price, cost_of=cost_usd)
 
 
 def test_below_the_limit_nothing_happens() -> None:
@@ -109,7 +110,7 @@ def test_a_smaller_cumulative_total_never_lowers_the_ledger() -> None:
 
 
 def test_no_limits_never_stop() -> None:
-    g = BudgetGuard({})
+    g = BudgetGuard(Budget.from_document({}))
     assert g.update(Usage(input=10**9)) is False and g.verdict() is None and g.may_continue()
 
 
@@ -126,5 +127,5 @@ def test_concurrent_updates_request_one_interrupt() -> None:
 
 @pytest.mark.parametrize("bad", [True, "1000", None])
 def test_non_numeric_limits_are_ignored(bad: object) -> None:
-    g = BudgetGuard({"maxTotalTokens": bad})
+    g = BudgetGuard(Budget.from_document({"maxTotalTokens": bad}))
     assert g.max_total_tokens is None

@@ -20,6 +20,7 @@ import pytest
 
 from runs.evaluation.observation_schema import validate_observation
 from runs.evaluation.scoring import score_observation
+from runs.executors.candidate import Budget, CandidateSpec
 from runs.executors.live.budgets import BudgetGuard
 from runs.executors.live.case_driver import MODE_INSTRUCTIONS, CaseCallbacks, case_callbacks, run_case, typed_answer
 from runs.executors.live.contracts import Driver, EventLog, Evidence, RuntimeRequest, TurnOutcome, Usage
@@ -240,7 +241,7 @@ def play(
     events = EventLog()
     control_plane = ControlPlane(execution_id="rwe-test", case=case, prompt=f"Prompt for {case_id}.", events=events)
     driver = FakeDriver(load_script(script) if isinstance(script, str) else script, control_plane, events)
-    guard = BudgetGuard(candidate["budget"], price=price, cost_of=cost_usd)
+    guard = BudgetGuard(Budget.from_document(candidate["budget"]), price=price, cost_of=cost_usd)
     callbacks = None
     if built_with_callbacks:
         callbacks = case_callbacks(case, events=events, budget_guard=guard)
@@ -248,7 +249,7 @@ def play(
     evidence = run_case(
         execution_id="rwe-test",
         case=case,
-        candidate=candidate,
+        candidate=CandidateSpec.from_snapshot(candidate),
         prompt=f"Prompt for {case_id}.",
         driver=driver,
         control_plane=control_plane,
@@ -422,13 +423,13 @@ def test_typed_answers_per_kind() -> None:
 
 def test_callbacks_give_the_kth_permission_decision_then_keep_the_session() -> None:
     events = EventLog()
-    callbacks = CaseCallbacks(events=events, budget_guard=BudgetGuard({}), decisions=["deny", "accept_for_session"])
+    callbacks = CaseCallbacks(events=events, budget_guard=BudgetGuard(), decisions=["deny", "accept_for_session"])
     request = RuntimeRequest("command", "ls")
     assert [callbacks.on_runtime_request(request) for _ in range(3)] == ["deny", "accept_for_session", "accept_for_session"]
-    plain = CaseCallbacks(events=events, budget_guard=BudgetGuard({}))
+    plain = CaseCallbacks(events=events, budget_guard=BudgetGuard())
     assert plain.on_runtime_request(request) == "allow_once"
     with pytest.raises(ValueError, match="unknown permission decision"):
-        CaseCallbacks(events=events, budget_guard=BudgetGuard({}), decisions=["maybe"])
+        CaseCallbacks(events=events, budget_guard=BudgetGuard(), decisions=["maybe"])
 
 
 def test_callbacks_built_before_the_driver_answer_permissions_and_stop_the_budget() -> None:

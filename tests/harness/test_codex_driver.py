@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 
 from runs.executors.base import InfrastructureError
-from runs.executors.live.contracts import EventLog, ProviderConfig, RuntimeRequest, Usage
+from runs.executors.live.contracts import EventLog, RuntimeRequest, Usage
 from runs.executors.live.drivers import codex as codex_module
 from runs.executors.live.drivers import driver_class
 from runs.executors.live.drivers.codex import (
@@ -32,6 +32,7 @@ from runs.executors.live.drivers.codex import (
     classify_provider_error,
 )
 from runs.executors.live.runtimes import RUNTIMES
+from runs.executors.providers import ProviderConfig
 
 pytestmark = pytest.mark.database_free
 

@@ -19,9 +19,9 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
 from runs.executors.live.executor import configured_profiles
-from runs.executors.live.providers import ProviderSettingsError, scripted_provider
 from runs.executors.live.runtimes import RUNTIMES
-from runs.executors.live.trace import TraceIntegrityError, gunzip, read_artifact, sha256_ref
+from runs.executors.providers import ProviderSettingsError, scripted_provider
+from runs.executors.trace import TraceIntegrityError, gunzip, read_artifact, sha256_ref
 from schedules.models import MAX_PROMPT_LENGTH, WorkflowCase
 
 ROOT = Path(__file__).resolve().parents[2]

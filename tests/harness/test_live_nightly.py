@@ -24,7 +24,7 @@ from runs.executors.live.runtimes import RUNTIMES
 from runs.executors.live.script_schema import load_scripts_dir
 from runs.executors.live.scripted_model import ScriptedModelServer
 from runs.executors.live.session import SCRIPTS_DIR
-from runs.executors.live.trace import read_artifact
+from runs.executors.trace import read_artifact
 from runs.models import Attempt, Execution, Report, Run, RunLane, Scorecard, TraceArtifact
 from runs.queries import _comparability
 from runs.reporting import export_report

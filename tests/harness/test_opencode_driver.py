@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from runs.executors.base import InfrastructureError
-from runs.executors.live.contracts import EventLog, ProviderConfig, RuntimeRequest, Usage
+from runs.executors.live.contracts import EventLog, RuntimeRequest, Usage
 from runs.executors.live.drivers import driver_class
 from runs.executors.live.drivers.opencode import (
     MODEL_LIMITS,
@@ -39,6 +39,7 @@ from runs.executors.live.drivers.opencode import (
     usage_from_tokens,
 )
 from runs.executors.live.runtimes import RUNTIMES
+from runs.executors.providers import ProviderConfig
 from tests.harness.test_codex_driver import RecordingTrace
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from runs.executors.base import InfrastructureError
-from runs.executors.live.contracts import ProviderConfig
+from runs.executors.candidate import CandidateSpec
 from runs.executors.live.session import run_live_execution
+from runs.executors.providers import ProviderConfig
 
 pytestmark = pytest.mark.database_free
 
@@ -40,7 +41,7 @@ def test_the_runtime_gets_the_allow_list_and_its_candidate_s_variables_only(tmp_
         run_live_execution(
             execution_id="rwe-0000000000000000",
             case=CASE,
-            candidate=CANDIDATE,
+            candidate=CandidateSpec.from_snapshot(CANDIDATE),
             prompt="Say done.",
             provider=ProviderConfig(profile="openai", base_url="http://127.0.0.1:9/v1", env_key="OPENAI_API_KEY"),
             driver_factory=driver_factory,

@@ -14,7 +14,7 @@ import pytest
 
 from evalhub.secrets import redact
 from runs.executors.live.contracts import EventLog
-from runs.executors.live.trace import (
+from runs.executors.trace import (
     TraceIntegrityError,
     TraceRecorder,
     read_artifact,

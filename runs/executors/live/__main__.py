@@ -21,7 +21,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runs.executors.candidate import CandidateSpec
 
 REFERENCE_DATA = Path(__file__).resolve().parents[3] / "evalhub" / "reference_data"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -78,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from evalhub.conf import evalhub_setting
     from evalhub.interrupts import terminate_as_interrupt
     from runs.executors.base import InfrastructureError
+    from runs.executors.candidate import CandidateSpec
     from runs.executors.live.executor import configured_binary, configured_provider, driver_options, scripted_provider_for
     from runs.executors.live.session import run_live_execution
 
@@ -85,21 +89,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         case = _reference_case(args.case_id)
-        candidate = _reference_candidate(args.candidate)
+        document = _reference_candidate(args.candidate)
         if args.budget:
-            candidate = {**candidate, "budget": _budget(args.budget, candidate["budget"])}
-        price = _price(args.price, str(candidate.get("model", ""))) if args.price else None
+            document = {**document, "budget": _budget(args.budget, document["budget"])}
+        candidate = CandidateSpec.from_snapshot(document)
+        price = _price(args.price, candidate.model) if args.price else None
         for path in (args.out, args.trace_out):
             if path is not None and not path.parent.is_dir():
                 raise ValueError(f"cannot write {path}: the directory {path.parent} does not exist")
         scripts = _scripts(args.scripts, args.script or args.case_id) if args.scripts else None
     except ValueError as exc:
         parser.error(str(exc))
-    names = candidate.get("qualification", {}).get("requiredEnvironment", [])
+    names = candidate.required_environment
     missing = [name for name in names if not os.environ.get(name)]
     if missing:
         parser.error(
-            f"set {', '.join(missing)} in the environment: candidate {candidate['id']} requires it "
+            f"set {', '.join(missing)} in the environment: candidate {candidate.id} requires it "
             "(any value will do against a scripted model; it is scrubbed everywhere)"
         )
     server = None
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         provider = configured_provider(candidate)
     required = {name: os.environ.get(name, "") for name in names}
-    result: dict[str, Any] = {"caseId": case["id"], "candidateId": candidate["id"], "scripted": provider.scripted}
+    result: dict[str, Any] = {"caseId": case["id"], "candidateId": candidate.id, "scripted": provider.scripted}
     artifacts: list[Any] = []
     interrupted = None
     try:
@@ -250,13 +255,10 @@ def _price(text: str, model: str) -> Any:
     )
 
 
-def _driver_for(candidate: dict[str, Any]) -> Any:
-    from django.utils.module_loading import import_string
+def _driver_for(candidate: CandidateSpec) -> Any:
+    from runs.executors import executor_class
 
-    from runs.executors import executor_paths
-
-    executor_class = import_string(executor_paths()[candidate["adapter"]])
-    return executor_class().driver_factory(candidate)
+    return executor_class(candidate.adapter)().driver_factory(candidate)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from runs.executors.candidate import Budget
 from runs.executors.live.contracts import Usage
 
 BUDGET_STOP_PREFIX = "candidate reported usage budget stop: "
@@ -32,13 +33,6 @@ EXCEEDED = "candidate_budget_exceeded"
 REACHED = "candidate_budget_reached"
 
 CostOf = Callable[[Usage, Any], "float | None"]
-
-
-def _limit(budget: Mapping[str, Any], key: str) -> float | None:
-    value = budget.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value
 
 
 def _num(value: float) -> str:
@@ -53,22 +47,23 @@ class BudgetGuard:
     """The token/cost ledger of one execution. Thread-safe (drivers report usage from their
     reader threads).
 
-    ``budget`` is the candidate's budget document (``maxTotalTokens`` tokens, ``maxCostUsd`` USD;
-    ``maxLatencyMs`` and ``maxAttempts`` are read elsewhere); a missing limit is never reached.
+    ``budget`` is the candidate's :class:`~runs.executors.candidate.Budget` (``max_total_tokens``
+    tokens, ``max_cost_usd`` USD are enforced here; ``max_latency_ms`` by the case driver,
+    ``max_attempts`` by the orchestration); a missing limit is never reached, and so is a guard
+    without a budget.
     ``price`` is passed to ``cost_of(usage, price) -> float | None`` (``runs.executors.live.pricing.cost_usd``);
     without ``cost_of`` the cost is unknown.
     """
 
     def __init__(
         self,
-        budget: Mapping[str, Any] | None = None,
+        budget: Budget | None = None,
         *,
         price: Any = None,
         cost_of: CostOf | None = None,
     ) -> None:
-        budget = budget or {}
-        self.max_total_tokens = _limit(budget, "maxTotalTokens")
-        self.max_cost_usd = _limit(budget, "maxCostUsd")
+        self.max_total_tokens = budget.max_total_tokens if budget is not None else None
+        self.max_cost_usd = budget.max_cost_usd if budget is not None else None
         self._price = price
         self._cost_of = cost_of
         self._lock = threading.Lock()
@@ -212,6 +207,7 @@ def budget_verdict(
 
 
 def budget_limits(budget: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
-    """``(maxTotalTokens, maxCostUsd)`` of a candidate budget document, ``None`` when absent."""
-    budget = budget or {}
-    return _limit(budget, "maxTotalTokens"), _limit(budget, "maxCostUsd")
+    """``(maxTotalTokens, maxCostUsd)`` of a candidate budget document, ``None`` when absent
+    (read as :meth:`runs.executors.candidate.Budget.from_document` reads it)."""
+    limits = Budget.from_document(budget or {})
+    return limits.max_total_tokens, limits.max_cost_usd

@@ -70,6 +70,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from runs.executors.candidate import CandidateSpec
 from runs.executors.live.budgets import BudgetGuard
 from runs.executors.live.contracts import (
     PERMISSION_DECISIONS,
@@ -89,7 +90,6 @@ from runs.executors.live.observe import (
 )
 
 SOURCE_TASK = "task-1"
-DEFAULT_MAX_LATENCY_MS = 180_000
 
 #: What each ``run_start`` task mode adds to the case prompt. Editable per call (``mode_instructions``).
 MODE_INSTRUCTIONS: Mapping[str, str] = {
@@ -258,7 +258,7 @@ class _CaseRun:
         *,
         execution_id: str,
         case: Mapping[str, Any],
-        candidate: Mapping[str, Any],
+        candidate: CandidateSpec,
         prompt: str,
         driver: Driver,
         control_plane: Any,
@@ -278,8 +278,7 @@ class _CaseRun:
         self.guard = budget_guard
         self.callbacks = callbacks
         self.mode_instructions = mode_instructions
-        budget = candidate.get("budget") or {}
-        self.max_latency_ms = int(budget.get("maxLatencyMs") or DEFAULT_MAX_LATENCY_MS)
+        self.max_latency_ms = candidate.budget.max_latency_ms
         self.activity_wait_ms = self.max_latency_ms if activity_wait_ms is None else activity_wait_ms
         self.turns: list[TurnOutcome] = []
         self.notes: list[str] = []
@@ -743,7 +742,7 @@ class _CaseRun:
         return Evidence(
             execution_id=self.execution_id,
             case=self.case,
-            candidate=self.candidate,
+            candidate=self.candidate.document,
             board=board,
             events=events,
             markers=presentation_markers(events, board),
@@ -764,7 +763,7 @@ def run_case(
     *,
     execution_id: str,
     case: Mapping[str, Any],
-    candidate: Mapping[str, Any],
+    candidate: CandidateSpec,
     prompt: str,
     driver: Driver,
     control_plane: Any,
@@ -779,8 +778,8 @@ def run_case(
     """Play ``case`` against ``driver`` and ``control_plane`` and return the evidence.
 
     ``case`` is the workflow case document (``id``, ``title``, ``steps``, ``assertions``);
-    ``candidate`` the candidate document (``id``, ``provider``, ``budget`` — ``maxLatencyMs`` is the
-    per-turn timeout in ms); ``prompt`` the case prompt (the ``run_start`` task mode's instruction
+    ``candidate`` the candidate (its budget's ``max_latency_ms`` is the per-turn timeout in ms;
+    ``Evidence.candidate`` is its snapshot document); ``prompt`` the case prompt (the ``run_start`` task mode's instruction
     from ``mode_instructions``, default :data:`MODE_INSTRUCTIONS`, is appended); ``events`` the
     execution's log (the driver and the control plane emit into it too); ``budget_guard`` the
     execution's :class:`~runs.executors.live.budgets.BudgetGuard`; ``trace`` the trace recorder (its
@@ -794,7 +793,7 @@ def run_case(
     ``activity_wait_ms`` bounds how long a ``cancel``/``provider_turn`` restart step waits for
     the active turn's first activity (and an ``active_turn`` steer for the turn to start) before
     acting anyway; ``None`` (the default) waits as long as the turn may last, the candidate's
-    ``maxLatencyMs`` — a runtime's first turn can take several seconds to show anything
+    ``max_latency_ms`` — a runtime's first turn can take several seconds to show anything
     (opencode initialises its tools lazily: 5-10 s on a loaded machine).
 
     The driver is started here and **not** closed (the caller owns it). Errors: whatever the

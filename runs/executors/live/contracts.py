@@ -7,7 +7,7 @@ runtime-specific part:
   the runtime's normalised frames, the control plane and the case driver.
 * the **control plane** (``runs.executors.live.controlplane``) — the per-execution task board the agent
   works on through typed operations, exposed as an MCP server (``runs.executors.live.mcp_server``).
-* the **trace recorder** (``runs.executors.live.trace``) — every raw protocol frame in order, with its
+* the **trace recorder** (``runs.executors.trace``, the stored format every executor writes) — every raw protocol frame in order, with its
   sequence number, byte length and SHA-256 digest, and how each frame was interpreted.
 * a **driver** (:class:`Driver`; ``runs.executors.live.drivers.codex`` is the first) — starts the
   runtime, speaks its protocol, normalises its frames. The only runtime-specific part.
@@ -27,11 +27,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-#: The trace dispositions of the reference (the case assertion ``trace.dispositions``).
-DISPOSITIONS = ("mapped", "generic", "ignored", "rejected", "operator_only")
-#: Lineage kinds of the reference's trace lineage (``runs/executors/live/trace.py``).
-LINEAGE_KINDS = ("one_to_one", "one_to_many", "many_to_one")
 
 #: Decisions the case driver can give to a runtime's approval request (case step
 #: ``permission_decision``); ``allow_once`` is the default when no step says otherwise.
@@ -175,32 +170,15 @@ class RuntimeRequest:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class ProviderConfig:
-    """Where a candidate's model lives: a model provider profile (``runs.executors.live.providers``).
-
-    ``base_url`` may contain ``{case_id}`` and ``{execution_id}`` placeholders (the scripted model
-    server uses them to pick a script). ``wire_api`` is ``responses`` or ``chat``; ``env_key`` is
-    the *name* of the variable holding the key (its value comes from the execution's environment,
-    never from settings); ``scripted`` marks a scripted (not measured) endpoint.
-    """
-
-    profile: str
-    base_url: str
-    wire_api: str = "responses"
-    env_key: str | None = None
-    scripted: bool = False
-
-
 class TraceSink(Protocol):
-    """What drivers need from the trace recorder (``runs.executors.live.trace.TraceRecorder``)."""
+    """What drivers need from the trace recorder (``runs.executors.trace.TraceRecorder``)."""
 
     def frame(self, direction: str, raw: bytes) -> int:
         """Record one raw frame (``direction`` ``in`` = runtime→evalhub, ``out`` =
         evalhub→runtime, ``stderr``) and return its frame id (1, 2, 3... in order)."""
 
     def interpret(self, frame_ids: Sequence[int], disposition: str, events: Sequence[CanonicalEvent]) -> None:
-        """Record how frames were interpreted: ``disposition`` from :data:`DISPOSITIONS` and
+        """Record how frames were interpreted: ``disposition`` from ``runs.executors.trace.DISPOSITIONS`` and
         the canonical events they produced (empty for ``ignored``)."""
 
 
@@ -218,7 +196,7 @@ class Driver:
     """A runtime driver: the only runtime-specific part of a live execution.
 
     Constructed with keyword arguments: ``workdir`` (a fresh private directory), ``provider``
-    (:class:`ProviderConfig`), ``model`` (str), ``reasoning_effort`` (str or None),
+    (``runs.executors.providers.ProviderConfig``), ``model`` (str), ``reasoning_effort`` (str or None),
     ``mcp_url`` (the control plane's MCP endpoint on loopback), ``environment`` (the allow-listed
     process environment for the runtime, including the candidate's required variables),
     ``events`` (:class:`EventLog`), ``trace`` (:class:`TraceSink`), ``callbacks``
@@ -236,7 +214,7 @@ class Driver:
     runtime_key = ""
     #: Capabilities the case driver may use: ``steer``, ``interrupt``, ``resume``.
     capabilities: frozenset[str] = frozenset()
-    #: The model provider wire APIs (``ProviderConfig.wire_api``) the runtime speaks, preferred first.
+    #: The model provider wire APIs (``runs.executors.providers.ProviderConfig.wire_api``) the runtime speaks, preferred first.
     wire_apis: tuple[str, ...] = ("responses",)
 
     def start(self) -> None:

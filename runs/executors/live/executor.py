@@ -6,22 +6,33 @@ the prices the genai-prices package ships — ``candidates.prices``),
 then hands everything to :func:`runs.executors.live.session.run_live_execution` as arguments. A
 subclass names its driver (``runs.executors.live.drivers.*``) and nothing else — the harness core
 has no runtime-specific code.
+
+It also answers for the live executors what the registry asks of every executor: the system
+checks of the provider profiles and runtimes (evalhub.E006, E007, W001), the runtimes missing for
+``/health/``, and the removal of the folders a killed process left.
+
+This module and ``__main__`` are the two parts of the package that read settings (and import
+Django and ``candidates``); the import-linter contract on the harness names them.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
+from django.core.checks import CheckMessage, Error, Warning
 from django.utils.module_loading import import_string
 
 from candidates.prices import quoted_price
 from evalhub.conf import evalhub_setting
 from runs.executors.base import ExecutionRequest, Executor, InfrastructureError
-from runs.executors.live.contracts import ProviderConfig
+from runs.executors.candidate import CandidateSpec
+from runs.executors.live.contracts import Driver
 from runs.executors.live.pricing import Price
-from runs.executors.live.providers import ProviderSettingsError, provider_for, provider_profiles, scripted_provider
 from runs.executors.live.runtimes import RUNTIMES
+from runs.executors.providers import ProviderConfig, ProviderSettingsError, provider_for, provider_profiles, scripted_provider
 
 
 def configured_profiles() -> dict[str, ProviderConfig]:
@@ -30,8 +41,8 @@ def configured_profiles() -> dict[str, ProviderConfig]:
     return provider_profiles(evalhub_setting("MODEL_PROVIDERS") or {}, evalhub_setting("MODEL_PROVIDERS_JSON") or "")
 
 
-def configured_provider(candidate: Any) -> ProviderConfig:
-    """The profile the settings give ``candidate`` (a candidate document). Raises ``ProviderSettingsError``."""
+def configured_provider(candidate: CandidateSpec) -> ProviderConfig:
+    """The profile the settings give ``candidate``. Raises ``ProviderSettingsError``."""
     return provider_for(candidate, profiles=configured_profiles(), default_profiles=evalhub_setting("DEFAULT_PROVIDER_PROFILES") or {})
 
 
@@ -42,13 +53,13 @@ def configured_provider(candidate: Any) -> ProviderConfig:
 SCRIPTED_MODEL_KEY = secrets.token_urlsafe(24)
 
 
-def scripted_provider_for(candidate: Any, driver_class: Any, base_url: str) -> ProviderConfig:
-    """The scripted model at ``base_url`` as ``candidate``'s provider (a candidate document; see
-    ``providers.scripted_provider``), speaking the wire API its runtime needs: the one of the
+def scripted_provider_for(candidate: CandidateSpec, driver_class: type[Driver], base_url: str) -> ProviderConfig:
+    """The scripted model at ``base_url`` as ``candidate``'s provider (see
+    ``runs.executors.providers.scripted_provider``), speaking the wire API its runtime needs: the one of the
     candidate's configured profile when ``driver_class`` speaks it (opencode candidates keep
     OpenRouter's Chat Completions), else the driver's first ``wire_apis``. The key variable is
     the profile's when the candidate requires it, else the candidate's first required variable."""
-    names = list((candidate.get("qualification") or {}).get("requiredEnvironment") or [])
+    names = list(candidate.required_environment)
     wire_apis = tuple(getattr(driver_class, "wire_apis", None) or ("responses",))
     try:
         profile: ProviderConfig | None = configured_provider(candidate)
@@ -59,7 +70,7 @@ def scripted_provider_for(candidate: Any, driver_class: Any, base_url: str) -> P
     return scripted_provider(base_url, wire_api=wire_api, env_key=env_key)
 
 
-def driver_options(driver_class: Any) -> dict[str, Any]:
+def driver_options(driver_class: type[Driver]) -> dict[str, Any]:
     """The driver's extra keyword arguments: ``binaries`` (``{runtime key: configured path}``) for
     a driver that runs other executables besides its own (``extra_runtimes``: codex-acp runs codex)."""
     extra = tuple(getattr(driver_class, "extra_runtimes", ()) or ())
@@ -88,17 +99,78 @@ def price_for(model: str) -> Price | None:
     )
 
 
+def provider_checks() -> list[CheckMessage]:
+    """evalhub.E006: the configured model provider profiles are malformed; evalhub.E007: the
+    profile Codex candidates use speaks another wire API than the Responses API."""
+    problems: list[CheckMessage] = []
+    try:
+        profiles = configured_profiles()
+    except ProviderSettingsError as exc:
+        profiles = {}
+        problems.append(
+            Error(
+                str(exc), hint="Fix EVALHUB_MODEL_PROVIDERS (a JSON object: {profile: {base_url, wire_api, env_key}}).", id="evalhub.E006"
+            )
+        )
+    codex_profile = profiles.get((evalhub_setting("DEFAULT_PROVIDER_PROFILES") or {}).get("codex", ""))
+    if codex_profile is not None and codex_profile.wire_api != "responses":
+        problems.append(
+            Error(
+                f"model provider profile {codex_profile.profile!r}, which Codex candidates use, has wire_api "
+                f"{codex_profile.wire_api!r}; codex app-server speaks only the Responses API.",
+                hint='Set its "wire_api" to "responses" in EVALHUB_MODEL_PROVIDERS.',
+                id="evalhub.E007",
+            )
+        )
+    return problems
+
+
+def runtime_statuses(keys: Iterable[str] | None = None) -> list[tuple[str, bool, str]]:
+    """``(label, installed at its pinned version?, message)`` of the runtimes ``keys`` (keys of
+    ``RUNTIMES``; every runtime by default), each at its configured path."""
+    chosen = RUNTIMES.values() if keys is None else [RUNTIMES[key] for key in keys]
+    return [(runtime.label, *runtime.status(configured_binary(runtime.key))) for runtime in chosen]
+
+
 class LiveExecutor(Executor):
     """Runs one schedule entry through the runtime named by :attr:`driver_path`."""
 
     #: Dotted path of the :class:`runs.executors.live.contracts.Driver` subclass.
     driver_path: str = ""
 
-    def driver_factory(self, candidate: Any = None) -> Any:
-        """The driver class for ``candidate`` (a candidate document; imported lazily, so a broken
-        driver fails one execution, not the app). Raises ``InfrastructureError`` when the
-        candidate names a runtime profile the driver does not have."""
+    def driver_factory(self, candidate: CandidateSpec) -> type[Driver]:
+        """The driver class for ``candidate`` (imported lazily, so a broken driver fails one
+        execution, not the app). Raises ``InfrastructureError`` when the candidate names a
+        runtime profile the driver does not have."""
         return import_string(self.driver_path)
+
+    # -- what the registry asks of every executor (one implementation for the three live ones) ----
+
+    @classmethod
+    def system_checks(cls) -> list[CheckMessage]:
+        """The provider profiles (:func:`provider_checks`), then evalhub.W001 for each runtime not
+        installed at its pinned version. A missing runtime is a warning, not an error: a machine
+        that only plans, scores and reports never starts one, and an execution that needs it
+        reports ``runtime_missing`` itself."""
+        problems = provider_checks()
+        for label, ok, message in runtime_statuses():
+            if not ok:
+                problems.append(
+                    Warning(f"{label} live executions cannot run: {message}", hint="Run `make install` (npm ci).", id="evalhub.W001")
+                )
+        return problems
+
+    @classmethod
+    def runtime_problems(cls) -> list[str]:
+        """``<label>: <why>`` for each runtime not installed at its pinned version."""
+        return [f"{label}: {message}" for label, ok, message in runtime_statuses() if not ok]
+
+    @classmethod
+    def remove_abandoned_work(cls) -> list[Path]:
+        """The execution folders of processes that are gone (``session.remove_abandoned_workdirs``)."""
+        from runs.executors.live.session import remove_abandoned_workdirs
+
+        return remove_abandoned_workdirs()
 
     def execute(self, request: ExecutionRequest) -> dict[str, Any]:
         """Run the entry and return its observation (see :class:`Executor`).
@@ -125,7 +197,7 @@ class LiveExecutor(Executor):
                 "provider_key_missing",
                 False,
                 f"model provider profile {provider.profile!r} reads its key from {provider.env_key}, which is not "
-                f"among candidate {candidate.get('id')}'s required environment; add it to the candidate's qualification",
+                f"among candidate {candidate.id}'s required environment; add it to the candidate's qualification",
             )
         environment = dict(request.environment)
         if provider.scripted:
@@ -151,7 +223,7 @@ class LiveExecutor(Executor):
             required_environment=environment,
             allowlist=tuple(evalhub_setting("RUNTIME_ENV_ALLOWLIST") or ()),
             # A scripted model bills nothing (the session prices it at a known $0), whatever the real model costs.
-            price=None if provider.scripted else price_for(str(candidate.get("model", ""))),
+            price=None if provider.scripted else price_for(candidate.model),
             trace_cap_bytes=int(evalhub_setting("TRACE_CAP_BYTES")),
             attempt=request.attempt,
             artifact_sink=sink.store_trace if sink is not None else None,
@@ -181,11 +253,10 @@ class AcpxRuntimeExecutor(LiveExecutor):
     runtime_name = "ACP agent"
     driver_path = "runs.executors.live.drivers.acp.AcpDriver"
 
-    def driver_factory(self, candidate: Any = None) -> Any:
+    def driver_factory(self, candidate: CandidateSpec) -> type[Driver]:
         """The ACP driver bound to the candidate's agent profile. Raises ``InfrastructureError``
         (``runtime_start_failed``, not retryable) for a candidate without a known profile."""
-        profile = ((candidate or {}).get("qualification") or {}).get("profile")
         try:
-            return import_string(self.driver_path).for_profile(profile)
+            return import_string(self.driver_path).for_profile(candidate.profile)
         except ValueError as exc:
-            raise InfrastructureError("runtime_start_failed", False, f"candidate {(candidate or {}).get('id')}: {exc}") from None
+            raise InfrastructureError("runtime_start_failed", False, f"candidate {candidate.id}: {exc}") from None

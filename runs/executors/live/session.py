@@ -25,7 +25,10 @@ from typing import Any
 from evalhub.credentials import reserved_name_reason
 from evalhub.secrets import redact, redact_data
 from runs.executors.base import InfrastructureError
-from runs.executors.live.contracts import Driver, EventLog, ProviderConfig
+from runs.executors.candidate import CandidateSpec
+from runs.executors.live.contracts import Driver, EventLog
+from runs.executors.providers import ProviderConfig
+from runs.executors.trace import TraceArtifact
 
 #: Provider failure codes a live driver reports → retryable? Only the infrastructure's transient
 #: failures (server errors, rate limits, dropped streams, timeouts, an unreachable endpoint) may pass
@@ -132,12 +135,12 @@ def runtime_environment(host: Mapping[str, str], required: Mapping[str, str], al
 @dataclass
 class LiveResult:
     """What one live execution produced: the observation (already scrubbed), the trace artifact
-    (``runs.executors.live.trace.TraceArtifact`` or ``None``), whether the model endpoint was
+    (``runs.executors.trace.TraceArtifact`` or ``None``), whether the model endpoint was
     scripted, and ``timings`` in ms: ``startMs`` (the runtime's start-up until it is ready for the
     first turn), ``firstTurnMs`` (the first turn, prompt to end), ``wallMs`` (the whole case)."""
 
     observation: dict[str, Any]
-    artifact: Any
+    artifact: TraceArtifact | None
     scripted: bool
     timings: dict[str, int | None] = field(default_factory=dict)
 
@@ -146,7 +149,7 @@ def run_live_execution(
     *,
     execution_id: str,
     case: Mapping[str, Any],
-    candidate: Mapping[str, Any],
+    candidate: CandidateSpec,
     prompt: str,
     provider: ProviderConfig,
     driver_factory: DriverFactory,
@@ -157,14 +160,14 @@ def run_live_execution(
     price: Any = None,
     trace_cap_bytes: int = 8 * 1024 * 1024,
     attempt: int = 1,
-    artifact_sink: Callable[[Any], None] | None = None,
+    artifact_sink: Callable[[TraceArtifact], None] | None = None,
     workdir: Path | None = None,
     driver_options: Mapping[str, Any] | None = None,
 ) -> LiveResult:
     """Run one case for one candidate through a real runtime and return its observation.
 
     ``case`` is the workflow case document (``id``, ``title``, ``steps``, ``assertions``),
-    ``candidate`` the candidate document (``budget`` in ms / USD / tokens), ``prompt`` the case's
+    ``candidate`` the candidate (its ``budget`` in ms / USD / tokens), ``prompt`` the case's
     task prompt, ``required_environment`` the candidate's variables (name → value; values are
     scrubbed everywhere), ``price`` a ``runs.executors.live.pricing.Price`` or ``None`` (unknown cost).
     ``binary`` is the runtime's configured executable (``None``: the one ``make install`` put in
@@ -183,7 +186,7 @@ def run_live_execution(
     from runs.executors.live.mcp_server import serve
     from runs.executors.live.observe import observe
     from runs.executors.live.pricing import cost_usd
-    from runs.executors.live.trace import TraceRecorder, gunzip, summarize_ndjson
+    from runs.executors.trace import TraceRecorder, gunzip, summarize_ndjson
 
     secrets = [value for value in required_environment.values() if value]
 
@@ -203,10 +206,8 @@ def run_live_execution(
         from runs.executors.live.pricing import Price
 
         zero = Decimal(0)
-        price = Price(
-            model=str(candidate.get("model", "")), input=zero, cached_input=zero, output=zero, reasoning=zero, source="scripted model"
-        )
-    guard = BudgetGuard(candidate.get("budget") or {}, price=price, cost_of=cost_usd)
+        price = Price(model=candidate.model, input=zero, cached_input=zero, output=zero, reasoning=zero, source="scripted model")
+    guard = BudgetGuard(candidate.budget, price=price, cost_of=cost_usd)
     endpoint = None
     driver = None
     artifact = None
@@ -222,8 +223,8 @@ def run_live_execution(
             instructions=INSTRUCTIONS,
             workdir=root,
             provider=provider,
-            model=candidate.get("model", ""),
-            reasoning_effort=candidate.get("reasoningEffort"),
+            model=candidate.model,
+            reasoning_effort=candidate.reasoning_effort,
             mcp_url=endpoint.url,
             environment=runtime_environment(host, required_environment, allowlist, home=home),
             events=events,
@@ -306,7 +307,7 @@ def _raise_for_infrastructure(evidence: Any, driver: Driver, guard: Any) -> None
             )
 
 
-def _artifact(recorder: Any, sink: Callable[[Any], None] | None) -> Any:
+def _artifact(recorder: Any, sink: Callable[[TraceArtifact], None] | None) -> TraceArtifact:
     artifact = recorder.artifact()
     if sink is not None and artifact is not None:
         sink(artifact)

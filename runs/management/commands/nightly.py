@@ -25,6 +25,7 @@ from tqdm import tqdm
 from evalhub.commands import DatabaseCommand
 from evalhub.jsnum import json_number
 from evalhub.secrets import redact
+from runs.executors.candidate import environment_names
 from runs.models import RunStatus
 from runs.services import RunActionError, RunSummary, recover_before_executing, start_nightly
 from schedules.building import ScheduleError, parse_timestamp, validate_rotation_day
@@ -104,7 +105,7 @@ def summary_document(summary: RunSummary) -> dict[str, Any]:
 
 def missing_variables(candidates, environ) -> list[str]:
     """The required variable names of these candidate documents that are unset or empty, sorted."""
-    names = {name for candidate in candidates for name in candidate.get("qualification", {}).get("requiredEnvironment", [])}
+    names = {name for candidate in candidates for name in environment_names(candidate)}
     return sorted(name for name in names if not environ.get(name))
 
 

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from runs.executors.base import InfrastructureError
-from runs.executors.live.contracts import CanonicalEvent, ProviderConfig, RuntimeRequest, Usage
+from runs.executors.live.contracts import CanonicalEvent, RuntimeRequest, Usage
 from runs.executors.live.drivers.common import TurnState, classify_http_status, configuration_refused, decide, require_runtime, short_text
 from runs.executors.live.drivers.jsonrpc import JsonRpcDriver, JsonRpcError, PeerClosed, message_parts
 from runs.executors.live.runtimes import RUNTIMES
+from runs.executors.providers import ProviderConfig
 
 logger = logging.getLogger(__name__)
 

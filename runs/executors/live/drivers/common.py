@@ -47,13 +47,13 @@ from runs.executors.live.contracts import (
     Driver,
     DriverCallbacks,
     EventLog,
-    ProviderConfig,
     RuntimeRequest,
     TraceSink,
     TurnOutcome,
     Usage,
 )
 from runs.executors.live.runtimes import Runtime
+from runs.executors.providers import ProviderConfig
 
 logger = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ import httpx
 from httpx_sse import EventSource
 
 from runs.executors.base import InfrastructureError
-from runs.executors.live.contracts import CanonicalEvent, ProviderConfig, RuntimeRequest, TurnOutcome, Usage
+from runs.executors.live.contracts import CanonicalEvent, RuntimeRequest, TurnOutcome, Usage
 from runs.executors.live.drivers.common import (
     QUOTA_WORDS,
     ProcessDriver,
@@ -60,6 +60,7 @@ from runs.executors.live.drivers.common import (
     start_process_group,
 )
 from runs.executors.live.runtimes import RUNTIMES
+from runs.executors.providers import ProviderConfig
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,8 @@
-"""The trace recorder: every raw protocol frame of one live execution, scrubbed, in order.
+"""The stored trace format every executor writes: every raw protocol frame of one execution, scrubbed, in order.
+
+It lives beside the registry, not inside a plugin, because the orchestration stores it
+(``runs.models.TraceArtifact``), the pages and the API read it back (:func:`read_artifact`) and any
+executor may record one (the live harness does, and so does the chaos lane's scripted executor).
 
 A driver hands each raw frame to :meth:`TraceRecorder.frame` (runtime→evalhub ``in``,
 evalhub→runtime ``out``, or ``stderr``) and then says how it interpreted it with
@@ -35,15 +39,29 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from runs.executors.live.contracts import DISPOSITIONS, LINEAGE_KINDS, CanonicalEvent
+#: The trace dispositions of the reference (the case assertion ``trace.dispositions``).
+DISPOSITIONS = ("mapped", "generic", "ignored", "rejected", "operator_only")
+#: Lineage kinds of the reference's trace lineage (:func:`summarize_ndjson`).
+LINEAGE_KINDS = ("one_to_one", "one_to_many", "many_to_one")
 
 #: The default cap on the uncompressed NDJSON document: 8 MiB.
 DEFAULT_CAP_BYTES = 8 * 1024 * 1024
 DIRECTIONS = ("in", "out", "stderr")
 #: zlib's window bits for a gzip container (``wbits`` 16 + 15).
 GZIP_WBITS = 31
+
+
+class EmittedEvent(Protocol):
+    """What an interpretation line names of a canonical event (``runs.executors.live.contracts.CanonicalEvent``):
+    its ``id`` (``evt-<n>``) and ``type`` (``item.started``...)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
 
 
 class TraceIntegrityError(ValueError):
@@ -151,9 +169,9 @@ class TraceRecorder:
                 self._stored_frames += 1
         return frame_id
 
-    def interpret(self, frame_ids: Sequence[int], disposition: str, events: Sequence[CanonicalEvent]) -> None:
+    def interpret(self, frame_ids: Sequence[int], disposition: str, events: Sequence[EmittedEvent]) -> None:
         """Record how frames were interpreted: one ``interpretation`` line per frame id, each
-        naming the ``disposition`` (one of ``contracts.DISPOSITIONS``) and the ids and types of
+        naming the ``disposition`` (one of :data:`DISPOSITIONS`) and the ids and types of
         the canonical events the frames produced (empty for ``ignored``)."""
         if disposition not in DISPOSITIONS:
             raise ValueError(f"unknown trace disposition {disposition!r}: use one of {', '.join(DISPOSITIONS)}")
@@ -306,7 +324,7 @@ def summarize_ndjson(document: bytes) -> dict[str, Any]:
     increasing (false with no frame); ``dispositions``: the distinct interpretation dispositions
     in first-seen order; ``lineage``: ``one_to_one`` when any interpretation exists,
     ``one_to_many`` when one emitted more than one event, ``many_to_one`` when one event id was
-    emitted by more than one interpretation (in ``contracts.LINEAGE_KINDS`` order);
+    emitted by more than one interpretation (in :data:`LINEAGE_KINDS` order);
     ``capture`` is ``on`` when the document is not empty; ``traceRef`` is ``sha256:`` of the
     document. An empty document gives capture ``off``, zeros, false, empty lists and no
     ``traceRef``.

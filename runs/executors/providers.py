@@ -1,4 +1,9 @@
-"""Model provider profiles: where a live execution's runtime sends its model requests.
+"""Model provider profiles: where an execution's runtime sends its model requests.
+
+The provider configuration belongs to the executors as a whole, not to one plugin: an
+:class:`runs.executors.base.ExecutionRequest` carries one (the scripted lane's override), the
+orchestration stores the overrides on the run (``Run.provider_overrides``), and the live executor
+resolves a candidate's own.
 
 A profile maps a name to ``{"base_url", "wire_api", "env_key"}``; the configured profiles
 (``settings.EVALHUB["MODEL_PROVIDERS"]``) are overridden or extended by ``EVALHUB_MODEL_PROVIDERS``
@@ -15,17 +20,51 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from evalhub.jsonio import loads_strict
 from evalhub.secrets import secret_kinds
-from runs.executors.live.contracts import ProviderConfig
+from runs.executors.candidate import CandidateSpec
 
 #: OpenAI Responses, OpenAI Chat Completions, Anthropic Messages.
 WIRE_APIS = ("responses", "chat", "messages")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _PROFILE_KEYS = {"base_url", "wire_api", "env_key"}
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """Where a candidate's model lives: a model provider profile.
+
+    ``base_url`` may contain ``{case_id}`` and ``{execution_id}`` placeholders (the scripted model
+    server uses them to pick a script). ``wire_api`` is ``responses``, ``chat`` or ``messages``;
+    ``env_key`` is the *name* of the variable holding the key (its value comes from the
+    execution's environment, never from settings); ``scripted`` marks a scripted (not measured)
+    endpoint. :meth:`to_document` and :meth:`from_document` are the JSON stored on a run.
+    """
+
+    profile: str
+    base_url: str
+    wire_api: str = "responses"
+    env_key: str | None = None
+    scripted: bool = False
+
+    def to_document(self) -> dict[str, Any]:
+        """``{profile, base_url, wire_api, env_key, scripted}`` (names and URLs only, never a key)."""
+        return {
+            "profile": self.profile,
+            "base_url": self.base_url,
+            "wire_api": self.wire_api,
+            "env_key": self.env_key,
+            "scripted": self.scripted,
+        }
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> ProviderConfig:
+        """The profile :meth:`to_document` wrote. Raises ``TypeError`` for unknown or missing keys."""
+        return cls(**document)
 
 
 class ProviderSettingsError(ValueError):
@@ -80,25 +119,24 @@ def provider_profiles(configured: Mapping[str, Any], override_json: str = "") ->
 
 
 def provider_for(
-    candidate: Mapping[str, Any], *, profiles: Mapping[str, ProviderConfig], default_profiles: Mapping[str, str]
+    candidate: CandidateSpec, *, profiles: Mapping[str, ProviderConfig], default_profiles: Mapping[str, str]
 ) -> ProviderConfig:
-    """The provider profile a candidate document uses: its ``qualification.profile``, else
+    """The provider profile a candidate uses: its qualification's ``profile``, else
     ``default_profiles[candidate provider]``. For an ``acpx`` candidate the qualification profile
     names the ACP agent (``claude``, ``codex``), so its model provider profile is
     ``default_profiles["acpx:<agent>"]``, else ``default_profiles["acpx"]``.
 
     Raises :class:`ProviderSettingsError` when the profile is not among ``profiles``.
     """
-    qualification = candidate.get("qualification") or {}
     defaults = default_profiles or {}
-    if candidate.get("provider") == "acpx":
-        name = defaults.get(f"acpx:{qualification.get('profile')}") or defaults.get("acpx")
+    if candidate.provider == "acpx":
+        name = defaults.get(f"acpx:{candidate.profile}") or defaults.get("acpx")
     else:
-        name = qualification.get("profile") or defaults.get(candidate.get("provider"))
+        name = candidate.profile or defaults.get(candidate.provider)
     if not name or name not in profiles:
         known = ", ".join(sorted(profiles)) or "none"
         raise ProviderSettingsError(
-            f"candidate {candidate.get('id')} uses model provider profile {name!r}, which is not configured "
+            f"candidate {candidate.id} uses model provider profile {name!r}, which is not configured "
             f"(known: {known}); add it to EVALHUB_MODEL_PROVIDERS"
         )
     return profiles[name]
