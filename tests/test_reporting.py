@@ -18,13 +18,14 @@ import pytest
 from django.utils import timezone
 
 import evalhub
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.evaluation.renderers import render_github_summary, render_json, render_junit, render_markdown, render_previous_bundle_section
 from runs.evaluation.reports import live_bundle
 from runs.evaluation.scoring import SCORING_VERSION
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
 from runs.models import Alert, Execution, Report, Run, RunLane, RunStatus, Scorecard
 from runs.reporting import alert_rows, export_report, prune_history, refresh_run, report_run, score_run
-from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 

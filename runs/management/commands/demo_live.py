@@ -24,11 +24,13 @@ from tqdm import tqdm
 
 from evalhub.commands import DatabaseCommand
 from evalhub.secrets import redact
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.executors import InfrastructureError, executor_paths
 from runs.executors.live.executor import SCRIPTED_MODEL_KEY, LiveExecutor, configured_binary, scripted_provider_for
 from runs.executors.live.runtimes import RUNTIMES
 from runs.models import RunLane
-from runs.services import create_run, execute_run, recover_before_executing
+from runs.recovery import recover_before_executing
 from schedules.building import ScheduleError
 from schedules.cli import add_selector_arguments, cost_ceiling, schedule_error_message, seed_from_options, selection_from_options
 from schedules.services import CoverageError, Selection, apply_selection, schedule_for_night

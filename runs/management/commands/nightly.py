@@ -25,8 +25,11 @@ from tqdm import tqdm
 from evalhub.commands import DatabaseCommand
 from evalhub.jsnum import json_number
 from evalhub.secrets import redact
+from runs.actions import RunActionError
+from runs.creation import RunSummary
 from runs.models import RunStatus
-from runs.services import RunActionError, RunSummary, recover_before_executing, start_nightly
+from runs.nightly import start_nightly
+from runs.recovery import recover_before_executing
 from schedules.building import ScheduleError, parse_timestamp, validate_rotation_day
 from schedules.cli import add_selector_arguments, cost_ceiling, schedule_error_message, seed_from_options, selection_from_options
 from schedules.services import CoverageError, SelectionError, apply_selection
