@@ -11,8 +11,8 @@ from django.db import transaction
 from evalhub.commands import DatabaseCommand
 from runs.actions import RunActionError, rerun_run
 from runs.dispatch import dispatch_run, execute_run
-from runs.management.commands.nightly import missing_credentials_hint, missing_variables, run_candidates
 from runs.models import RerunScope, Run
+from runs.nightly import missing_credentials_hint, missing_variables, run_candidates
 from runs.recovery import recover_before_executing
 
 
