@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Exists, OuterRef
@@ -62,88 +63,114 @@ def execute_run(
 
 
 def execute_claimed(run: Run, *, environ: Mapping[str, str], progress: ProgressCallback | None) -> RunSummary:
+    """Execute every execution of ``run``, which this process has claimed, in order; finalise it
+    and return its summary. Interrupted (Ctrl-C, SIGTERM, a worker's timeout), the run is left
+    ``failed`` saying why, what never started skipped so that ``rerun --skipped`` runs it."""
     # What every execution reads — its row and entry, the run and its schedule, the workflow
-    # cases, the secret values — is read once here and given to :func:`execute_execution`, which
-    # claims a pending execution by its first write; anything else (not
-    # pending any more, held under a lease) it reads again, as a worker's task does.
+    # cases, the secret values — is read once here and given to ``execute_execution``, which
+    # claims a pending execution by its first write; anything else (not pending any more, held
+    # under a lease) it reads again, as a worker's task does.
     executions = list(
         Execution.objects.filter(run_id=run.pk)
         .select_related("entry")
         .annotate(has_attempts=Exists(Attempt.objects.filter(execution_id=OuterRef("pk"))))
         .order_by("position")
     )
-    prefetched = Prefetched(cases={row.key: row for row in WorkflowCase.objects.filter(key__in={e.case_key for e in executions})})
-    concurrency = bool(evalhub_setting("PROVIDER_CONCURRENCY"))
-    owner = owner_id()
-    total = len(executions)
-    # Consecutive executions that run no executor (skipped before any attempt) are settled
-    # together, in order, before the next execution that does run.
-    skips: list[tuple[int, Execution, dict[str, Any]]] = []
-
-    def settle_skips_together() -> set[int]:
-        started = time.monotonic()
-        settled: set[int] = set()
-        for first in range(0, len(skips), SKIP_CHUNK):
-            chunk = [(execution, observation) for _, execution, observation in skips[first : first + SKIP_CHUNK]]
-            settled |= db_retry(
-                lambda chunk=chunk: settlement.settle_skips_together(chunk, owner=owner, started=started),
-                what=f"settling {len(chunk)} skipped executions",
-            )
-        return settled
-
-    def settle_skips() -> None:
-        if not skips:
-            return
-        settled = settle_skips_together()
-        for done, execution, _ in skips:
-            if execution.pk not in settled:
-                execute_execution(execution.pk, environ=environ, owner=owner, finalise=False)
-            if progress is not None:
-                progress(done, total, execution)
-        skips.clear()
-
+    cases = {row.key: row for row in WorkflowCase.objects.filter(key__in={e.case_key for e in executions})}
+    in_order = _InOrder(run, environ=environ, progress=progress, total=len(executions), prefetched=Prefetched(cases=cases))
     try:
         with terminate_as_interrupt():
             for done, execution in enumerate(executions, start=1):
-                execution.run = run
-                if execution.status == ExecutionStatus.PENDING and not concurrency:
-                    skip = None if execution.has_attempts else skip_before_running(run, execution.entry.candidate or {}, environ)
-                    if skip is not None:
-                        skips.append((done, execution, prefetched_unavailable(run, execution, environ, prefetched, skip)))
-                        continue
-                    settle_skips()
-                    if not execution.has_attempts:
-                        prefetched.qualified.add(execution.pk)
-                    execute_execution(execution.pk, environ=environ, owner=owner, finalise=False, loaded=execution, prefetched=prefetched)
-                else:
-                    settle_skips()
-                    if execution.status != ExecutionStatus.FINISHED:
-                        execute_execution(execution.pk, environ=environ, owner=owner, finalise=False)
-                if progress is not None:
-                    progress(done, total, execution)
-            settle_skips()
+                in_order.execute(done, execution)
+            in_order.settle_skips()
     except BaseException as exc:  # KeyboardInterrupt, SIGTERM, worker timeout: leave an honest record
-        secrets = secret_values(environ, list(run.schedule.candidates))
-        reason = storable_text(redact(f"{type(exc).__name__}: {exc}", extra_values=secrets))
-        # Skips decided before the interruption are written as decided; what never started is
-        # skipped, saying so, so that `rerun --skipped` can run it (left pending in a failed run,
-        # nothing would ever run it, and it would count as not measured).
-        with contextlib.suppress(Exception):
-            if skips:
-                settle_skips_together()
-        with contextlib.suppress(Exception):
-            settlement.skip_pending(
-                run,
-                code="run_interrupted",
-                message=f"the process running the night stopped ({reason}) before this execution started: "
-                f"re-run it with `manage.py rerun {run.pk} --skipped`",
-                owner="interrupt",
-            )
-        Run.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, finished_at=timezone.now(), error=reason)
+        _record_interruption(run, exc, environ=environ, in_order=in_order)
         raise
     finalise_run(run.pk, environ=environ)
     run.refresh_from_db()
     return summarize(run, with_report=True)
+
+
+@dataclass
+class _InOrder:
+    """A claimed run's executions run one after another in this process. Consecutive executions
+    that run no executor (skipped before any attempt) are settled together, in order, before the
+    next execution that does run (:meth:`settle_skips`)."""
+
+    run: Run
+    environ: Mapping[str, str]
+    progress: ProgressCallback | None
+    total: int
+    prefetched: Prefetched
+    owner: str = field(default_factory=owner_id)
+    #: ``(done, execution, observation)`` of the skips not settled yet.
+    skips: list[tuple[int, Execution, dict[str, Any]]] = field(default_factory=list)
+    concurrency: bool = field(default_factory=lambda: bool(evalhub_setting("PROVIDER_CONCURRENCY")))
+
+    def execute(self, done: int, execution: Execution) -> None:
+        """Execute the ``done``-th execution (or hold it with the skips to settle together)."""
+        execution.run = self.run
+        if execution.status == ExecutionStatus.PENDING and not self.concurrency:
+            reason = None if execution.has_attempts else skip_before_running(self.run, execution.entry.candidate or {}, self.environ)
+            if reason is not None:
+                self.skips.append((done, execution, prefetched_unavailable(self.run, execution, self.environ, self.prefetched, reason)))
+                return
+            self.settle_skips()
+            if not execution.has_attempts:
+                self.prefetched.qualified.add(execution.pk)
+            execute_execution(
+                execution.pk, environ=self.environ, owner=self.owner, finalise=False, loaded=execution, prefetched=self.prefetched
+            )
+        else:
+            self.settle_skips()
+            if execution.status != ExecutionStatus.FINISHED:
+                execute_execution(execution.pk, environ=self.environ, owner=self.owner, finalise=False)
+        if self.progress is not None:
+            self.progress(done, self.total, execution)
+
+    def settle_skips_together(self) -> set[int]:
+        """Settle the held skips, :data:`SKIP_CHUNK` to an update; the pks settled."""
+        started = time.monotonic()
+        settled: set[int] = set()
+        for first in range(0, len(self.skips), SKIP_CHUNK):
+            chunk = [(execution, observation) for _, execution, observation in self.skips[first : first + SKIP_CHUNK]]
+            settled |= db_retry(
+                lambda chunk=chunk: settlement.settle_skips_together(chunk, owner=self.owner, started=started),
+                what=f"settling {len(chunk)} skipped executions",
+            )
+        return settled
+
+    def settle_skips(self) -> None:
+        """Settle the held skips; one another worker took meanwhile is looked at as a task would."""
+        if not self.skips:
+            return
+        settled = self.settle_skips_together()
+        for done, execution, _ in self.skips:
+            if execution.pk not in settled:
+                execute_execution(execution.pk, environ=self.environ, owner=self.owner, finalise=False)
+            if self.progress is not None:
+                self.progress(done, self.total, execution)
+        self.skips.clear()
+
+
+def _record_interruption(run: Run, exc: BaseException, *, environ: Mapping[str, str], in_order: _InOrder) -> None:
+    """The run was interrupted: the skips decided before are written as decided; what never
+    started is skipped, saying so, so that ``rerun --skipped`` can run it (left pending in a failed
+    run, nothing would ever run it, and it would count as not measured); the run is ``failed``."""
+    secrets = secret_values(environ, list(run.schedule.candidates))
+    reason = storable_text(redact(f"{type(exc).__name__}: {exc}", extra_values=secrets))
+    with contextlib.suppress(Exception):
+        if in_order.skips:
+            in_order.settle_skips_together()
+    with contextlib.suppress(Exception):
+        settlement.skip_pending(
+            run,
+            code="run_interrupted",
+            message=f"the process running the night stopped ({reason}) before this execution started: "
+            f"re-run it with `manage.py rerun {run.pk} --skipped`",
+            owner="interrupt",
+        )
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, finished_at=timezone.now(), error=reason)
 
 
 def prefetched_unavailable(
