@@ -4,7 +4,7 @@ Python's default for SIGTERM is to die at once: a runtime started in a process g
 (``runs.executors.live.runtimes``) would then keep running with nobody to stop it. Inside
 :func:`terminate_as_interrupt` SIGTERM raises :class:`Terminated` instead, so the executor's
 ``finally`` blocks kill their runtime's process group before the process exits. Used by
-``manage.py nightly --execute`` (``runs.services``) and ``python -m runs.executors.live run-case``.
+``manage.py nightly --execute`` (``runs.dispatch``) and ``python -m runs.executors.live run-case``.
 """
 
 from __future__ import annotations

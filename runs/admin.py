@@ -16,7 +16,9 @@ from django_q.models import Schedule as QSchedule
 
 from evalhub.admin_forms import EvalhubAdminMixin, ReadOnlyAdminMixin, SecretSafeModelForm
 from evalhub.templatetags.evalhub_format import format_usd
+from runs.actions import RunActionError, cancel_run, rerun_run
 from runs.alerting import send_test
+from runs.dispatch import dispatch_run
 from runs.models import (
     Alert,
     Attempt,
@@ -32,7 +34,6 @@ from runs.models import (
     TraceArtifact,
 )
 from runs.periodic import PERIODIC_TASK_FUNCS
-from runs.services import RunActionError, cancel_run, dispatch_run, rerun_run
 from schedules.models import ChaosScenario
 
 

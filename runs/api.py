@@ -38,6 +38,8 @@ from evalhub.api.params import WholeNumberParam, reject_unknown_params, unknown_
 from evalhub.api.serializers import RejectUnknownFieldsMixin, UsdField
 from evalhub.api.views import ApiViewMixin, ReadOnlyViewSet
 from evalhub.secrets import redact, redact_data
+from runs.actions import RunActionError, cancel_run, rerun_run
+from runs.dispatch import dispatch_run
 from runs.evaluation.exports import EXPORT_FORMATS
 from runs.evaluation.observation_schema import ObservationError, validate_observation
 from runs.evaluation.observations import finite_json
@@ -65,7 +67,6 @@ from runs.models import (
 )
 from runs.queries import LEADERBOARD_NIGHTS, LEADERBOARD_SORTS, MAX_LEADERBOARD_NIGHTS, count_executions, leaderboard, run_history
 from runs.reporting import export_report, refresh_run
-from runs.services import RunActionError, cancel_run, dispatch_run, rerun_run
 from schedules.services import iso_timestamp
 
 

@@ -2,7 +2,7 @@
 checks its invariant, made concrete as rows, states and money.
 
 A scenario runs on a scratch run of tonight's first schedule entry (lane ``chaos``, its executor
-replaced through ``runs.services.FAULT_INJECTION`` by one that injects the fault) through the real
+replaced through ``runs.execution.FAULT_INJECTION`` by one that injects the fault) through the real
 services — claim, lease, reservation, attempts, settlement, the reaper, finalisation — and
 records every check it made. The results are one ``chaos``-lane run with one execution per
 scenario (``Execution.chaos`` holds the checks; ``completed`` when every invariant held,
@@ -40,11 +40,15 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from runs import services
+from runs.creation import claim_run
+from runs.execution import FAULT_INJECTION, execute_execution, heartbeat
 from runs.executors.base import ExecutionRequest, Executor, InfrastructureError
 from runs.executors.candidate import CandidateSpec
 from runs.leases import owner_id
 from runs.models import Attempt, AttemptOutcome, Execution, ExecutionStatus, Run, RunLane, RunStatus, TraceArtifact, Trigger
+from runs.recovery import finalise_run, reap
+from runs.settlement import begin_attempt
+from runs.snapshots import max_attempts, reservation_usd
 from schedules.models import ChaosScenario, ScheduleEntry
 from schedules.services import schedule_for_night
 
@@ -166,9 +170,9 @@ def _scratch(entry: ScheduleEntry, script: Sequence[Any], *, executions: int = 1
                 slot_key=item.slot_key,
                 repetition=item.repetition,
             )
-    services.claim_run(run)
+    claim_run(run)
     executor = _Scripted(script)
-    services.FAULT_INJECTION[run.pk] = executor
+    FAULT_INJECTION[run.pk] = executor
     names = {name for item in entries for name in CandidateSpec.from_snapshot(item.candidate).required_environment}
     environ = dict.fromkeys(names, "chaos-lane-placeholder-value")
     return _Scratch(run, run.executions.order_by("position").first(), executor, environ)
@@ -199,8 +203,8 @@ def _leave_dead_attempt(scratch: _Scratch) -> None:
     Execution.objects.filter(pk=execution.pk).update(
         status=ExecutionStatus.RUNNING, owner=dead, lease_expires_at=timezone.now() - dt.timedelta(seconds=1), started_at=timezone.now()
     )
-    reserve = services.reservation_usd(CandidateSpec.from_snapshot(execution.entry.candidate))
-    services._begin_attempt(run, execution, execution.attempts.count() + 1, reserve, dead)
+    reserve = reservation_usd(CandidateSpec.from_snapshot(execution.entry.candidate))
+    begin_attempt(run, execution, execution.attempts.count() + 1, reserve, dead)
 
 
 # --- the eight scenarios ---------------------------------------------------------------------------------
@@ -210,9 +214,9 @@ def scenario_restart(entry: ScheduleEntry) -> Checks:
     checks = Checks()
     scratch = _scratch(entry, [_observation(entry)])
     _leave_dead_attempt(scratch)
-    reaped = services.reap(dispatch=False)
+    reaped = reap(dispatch=False)
     checks.expect("the reaper takes the dead worker's execution back", reaped.taken_back, 1)
-    result = services.execute_execution(scratch.execution.pk, environ=scratch.environ)
+    result = execute_execution(scratch.execution.pk, environ=scratch.environ)
     execution = Execution.objects.get(pk=scratch.execution.pk)
     checks.expect("another worker resumes and settles it", result, "settled")
     checks.expect("the execution is settled once, completed", [execution.status, execution.classification], ["finished", "completed"])
@@ -223,11 +227,11 @@ def scenario_restart(entry: ScheduleEntry) -> Checks:
     )
     # "2 of 3", as retry_exhaustion's "never more than maxAttempts" shows it: a bare 2 under
     # "expected True" did not say what the bound was.
-    allowed = services.max_attempts(CandidateSpec.from_snapshot(entry.candidate))
+    allowed = max_attempts(CandidateSpec.from_snapshot(entry.candidate))
     checks.expect_true(
         "attempts stay within maxAttempts", execution.attempts.count() <= allowed, f"{execution.attempts.count()} of {allowed}"
     )
-    checks.expect("one execution owns finalisation: a second finalise does nothing", services.finalise_run(scratch.run.pk), False)
+    checks.expect("one execution owns finalisation: a second finalise does nothing", finalise_run(scratch.run.pk), False)
     checks.expect("the run is finished", Run.objects.get(pk=scratch.run.pk).status, RunStatus.FINISHED)
     _money(checks, scratch.run)
     return _done(checks, scratch)
@@ -240,12 +244,12 @@ def scenario_duplicate_delivery(entry: ScheduleEntry) -> Checks:
 
     def while_running(request: ExecutionRequest) -> dict[str, Any]:
         # The same task delivered again while the first delivery is running it.
-        nested.append(services.execute_execution(scratch.execution.pk, environ=scratch.environ, owner="chaos-second-delivery:2"))
+        nested.append(execute_execution(scratch.execution.pk, environ=scratch.environ, owner="chaos-second-delivery:2"))
         return _observation(entry, cost=0.02)
 
     scratch = _scratch(entry, [while_running])
-    first = services.execute_execution(scratch.execution.pk, environ=scratch.environ)
-    again = services.execute_execution(scratch.execution.pk, environ=scratch.environ, owner="chaos-third-delivery:3")
+    first = execute_execution(scratch.execution.pk, environ=scratch.environ)
+    again = execute_execution(scratch.execution.pk, environ=scratch.environ, owner="chaos-third-delivery:3")
     execution = Execution.objects.get(pk=scratch.execution.pk)
     checks.expect("the first delivery settles it", first, "settled")
     checks.expect("a delivery during the run does nothing", nested, [f"running elsewhere ({owner_id()})"])
@@ -278,7 +282,7 @@ def scenario_trace_interruption(entry: ScheduleEntry) -> Checks:
         return _observation(entry)
 
     scratch = _scratch(entry, [with_broken_trace])
-    result = services.execute_execution(scratch.execution.pk, environ=scratch.environ)
+    result = execute_execution(scratch.execution.pk, environ=scratch.environ)
     execution = Execution.objects.get(pk=scratch.execution.pk)
     checks.expect("the execution settles", result, "settled")
     checks.expect("it completes without its trace", execution.classification, "completed")
@@ -306,7 +310,7 @@ def scenario_trace_truncation(entry: ScheduleEntry) -> Checks:
         return _observation(entry)
 
     scratch = _scratch(entry, [with_full_trace])
-    services.execute_execution(scratch.execution.pk, environ=scratch.environ)
+    execute_execution(scratch.execution.pk, environ=scratch.environ)
     execution = Execution.objects.get(pk=scratch.execution.pk)
     trace = TraceArtifact.objects.filter(execution=execution).first()
     checks.expect("the execution completes", execution.classification, "completed")
@@ -334,12 +338,12 @@ def scenario_stale_checkpoint(entry: ScheduleEntry) -> Checks:
         # The runtime is reporting its terminal turn; meanwhile the lease runs out and the reaper,
         # elsewhere, takes the execution back.
         Execution.objects.filter(pk=scratch.execution.pk).update(lease_expires_at=timezone.now() - dt.timedelta(seconds=1))
-        reaped.append(services.reap(dispatch=False).taken_back)
+        reaped.append(reap(dispatch=False).taken_back)
         return _observation(entry, cost=0.05)
 
     scratch = _scratch(entry, [lease_expires_during_terminal_turn, _observation(entry, cost=0.03)])
-    late = services.execute_execution(scratch.execution.pk, environ=scratch.environ)
-    resumed = services.execute_execution(scratch.execution.pk, environ=scratch.environ, owner="chaos-second-worker:2")
+    late = execute_execution(scratch.execution.pk, environ=scratch.environ)
+    resumed = execute_execution(scratch.execution.pk, environ=scratch.environ, owner="chaos-second-worker:2")
     execution = Execution.objects.get(pk=scratch.execution.pk)
     first = execution.attempts.get(number=1)
     checks.expect("the reaper took the execution back", reaped, [1])
@@ -360,14 +364,14 @@ def scenario_stale_checkpoint(entry: ScheduleEntry) -> Checks:
 
 def scenario_retry_exhaustion(entry: ScheduleEntry) -> Checks:
     checks = Checks()
-    allowed = services.max_attempts(CandidateSpec.from_snapshot(entry.candidate))
+    allowed = max_attempts(CandidateSpec.from_snapshot(entry.candidate))
     error = InfrastructureError("provider_http_503", True, "HTTP 503 (chaos: retry_exhaustion)", cost_usd=0.01)
     scratch = _scratch(entry, [error] * (allowed + 2))
     _leave_dead_attempt(scratch)
-    services.reap(dispatch=False)
-    services.execute_execution(scratch.execution.pk, environ=scratch.environ)
-    after = services.execute_execution(scratch.execution.pk, environ=scratch.environ, owner="chaos-late-delivery:9")
-    services.reap(dispatch=False)
+    reap(dispatch=False)
+    execute_execution(scratch.execution.pk, environ=scratch.environ)
+    after = execute_execution(scratch.execution.pk, environ=scratch.environ, owner="chaos-late-delivery:9")
+    reap(dispatch=False)
     execution = Execution.objects.get(pk=scratch.execution.pk)
     checks.expect(
         "the bounded terminal: an infrastructure failure, retryable",
@@ -396,7 +400,7 @@ def scenario_interaction_timeout(entry: ScheduleEntry) -> Checks:
         before = Execution.objects.get(pk=scratch.execution.pk).lease_expires_at
         never_answered.wait(0.2)  # the human side never answers
         # One heartbeat while it waits (the heartbeat thread beats every HEARTBEAT_SECONDS).
-        seen["beat"] = services._heartbeat(scratch.execution.pk, scratch.run.pk, owner_id())
+        seen["beat"] = heartbeat(scratch.execution.pk, scratch.run.pk, owner_id())
         row = Execution.objects.get(pk=scratch.execution.pk)
         seen["status"], seen["owner"] = row.status, row.owner
         seen["extended"] = row.lease_expires_at > before
@@ -406,7 +410,7 @@ def scenario_interaction_timeout(entry: ScheduleEntry) -> Checks:
         )
 
     scratch = _scratch(entry, [waits_for_a_human])
-    services.execute_execution(scratch.execution.pk, environ=scratch.environ)
+    execute_execution(scratch.execution.pk, environ=scratch.environ)
     execution = Execution.objects.get(pk=scratch.execution.pk)
     checks.expect(
         "while it waits the execution is running and owned by its worker", [seen.get("status"), seen.get("owner")], ["running", owner_id()]
@@ -428,13 +432,13 @@ def scenario_wake_race(entry: ScheduleEntry) -> Checks:
     scratch = _scratch(entry, [_observation(entry), _observation(entry)], executions=2)
     pks = list(scratch.run.executions.order_by("position").values_list("pk", flat=True))
     for pk in pks:
-        services.execute_execution(pk, environ=scratch.environ, finalise=False)
+        execute_execution(pk, environ=scratch.environ, finalise=False)
     # Every waker at once: the last two settlements, the reaper and a redelivered finaliser.
     wakes = [
-        services.finalise_run(scratch.run.pk),
-        services.finalise_run(scratch.run.pk),
-        services.reap(dispatch=False).finalised,
-        services.finalise_run(scratch.run.pk),
+        finalise_run(scratch.run.pk),
+        finalise_run(scratch.run.pk),
+        reap(dispatch=False).finalised,
+        finalise_run(scratch.run.pk),
     ]
     run = Run.objects.get(pk=scratch.run.pk)
     checks.expect("exactly one wake finalises the run", [int(wake) for wake in wakes], [1, 0, 0, 0])
@@ -521,8 +525,8 @@ def run_chaos_lane(*, keys: Sequence[str] = (), now: dt.datetime | None = None, 
             checks.items.append({"check": "the scenario runs", "expected": True, "actual": f"{type(exc).__name__}: {exc}", "held": False})
             error = f"{type(exc).__name__}: {exc}"
         finally:
-            for run_pk in list(services.FAULT_INJECTION):
-                services.FAULT_INJECTION.pop(run_pk, None)
+            for run_pk in list(FAULT_INJECTION):
+                FAULT_INJECTION.pop(run_pk, None)
         scratch = getattr(checks, "scratch_run", None)
         if scratch is not None:
             Run.objects.filter(pk=scratch).delete()

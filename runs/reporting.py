@@ -28,7 +28,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, TextField, Window
 from django.db.models.functions import Cast, RowNumber
 from django.utils import timezone
@@ -37,7 +37,6 @@ import evalhub
 from evalhub.conf import evalhub_setting
 from evalhub.fields import storable_text
 from evalhub.secrets import redact
-from evalhub.statements import Write, insert_rows_sql
 from runs.alerting import deliver_report_alerts
 from runs.evaluation.exports import EXPORT_FORMATS, export_document, export_file_name
 from runs.evaluation.reports import (
@@ -204,40 +203,10 @@ def _score(
         scorecards.append(scorecard)
     # A concurrent scorer made some of them already: the one-to-one key keeps the first (scoring
     # is a function of the stored observation and the bundle id, so theirs is the same document).
-    # As ``bulk_create(scorecards, ignore_conflicts=True)`` inserts them: each row's created_at
-    # set to the clock as its pre_save would, no primary key read back.
-    rows = []
-    for scorecard in scorecards:
-        scorecard.created_at = timezone.now()
-        rows.append({name: getattr(scorecard, field.attname) for name, field in _INSERT_SCORECARDS.slots.items()})
-    _INSERT_SCORECARDS.insert_many(rows)
+    Scorecard.objects.bulk_create(scorecards, ignore_conflicts=True)
     for execution, scorecard in zip(pending, scorecards, strict=True):
-        scorecard._state.adding, scorecard._state.db = False, connection.alias
         execution.scorecard = scorecard
     return scorecards
-
-
-def _insert_scorecards_sql(values: Mapping[str, Any], variant: Any) -> tuple[str, Sequence[Any]]:
-    return insert_rows_sql(
-        Scorecard(**{Scorecard._meta.get_field(name).attname: value for name, value in values.items()}), ignore_conflicts=True
-    )
-
-
-#: Insert scorecards, a row the one-to-one key refuses left out (``bulk_create(ignore_conflicts=True)``).
-_INSERT_SCORECARDS = Write(
-    "insert scorecards",
-    _insert_scorecards_sql,
-    {
-        name: Scorecard._meta.get_field(name)
-        for name in ("execution", "scoring_version", "document", "overall_score", "gate_passed", "passed", "created_at")
-    },
-)
-
-
-def prepare_report_statements() -> None:
-    """Compile the statements a report makes for the current database now rather than in the
-    first report (``runs.services.prepare_worker_statements``)."""
-    _INSERT_SCORECARDS.prepare()
 
 
 def _coverage_catalog() -> tuple[list[str], int]:

@@ -24,11 +24,13 @@ from typing import Any, Protocol
 
 from django.utils.module_loading import import_string
 
+from runs.creation import RunSummary, create_run
+from runs.dispatch import execute_run
 from runs.executors import InfrastructureError, executor_paths
 from runs.executors.candidate import CandidateSpec
 from runs.executors.live.executor import SCRIPTED_MODEL_KEY, LiveExecutor, runtime_statuses, scripted_provider_for
 from runs.models import Execution, Run, RunLane
-from runs.services import RunSummary, create_run, execute_run, recover_before_executing
+from runs.recovery import recover_before_executing
 from schedules.models import Schedule
 from schedules.services import Selection, apply_selection, schedule_for_night
 

@@ -9,8 +9,12 @@ from django.utils import timezone
 
 from evalhub.conf import evalhub_setting
 from evalhub.secrets import redact
-from runs import alerting, leases, reporting, services
-from runs.services import secret_values, start_nightly
+from runs import alerting, leases, reporting
+from runs.execution import execute_execution
+from runs.nightly import start_nightly
+from runs.recovery import reap as reap_runs
+from runs.recovery import reap_if_needed
+from runs.snapshots import secret_values
 from schedules.building import parse_campaign_cost_limit
 
 
@@ -49,13 +53,13 @@ class ExecutionFailed(Exception):
 
 
 def run_execution(execution_pk: int) -> str:
-    """Run one execution of a fanned-out run (``services.execute_execution``) and, when it was the
+    """Run one execution of a fanned-out run (``runs.execution.execute_execution``) and, when it was the
     run's last, finish and report the run. Returns what happened and where (``host:pid``), stored
     as the task result; a redelivered or duplicate task does nothing and says so. A worker asked to
     stop hands the execution back and then exits."""
     try:
-        result = services.execute_execution(int(execution_pk), environ=os.environ, requeue=True)
-        services.reap_if_needed(environ=os.environ)
+        result = execute_execution(int(execution_pk), environ=os.environ, requeue=True)
+        reap_if_needed(environ=os.environ)
     except Exception as exc:
         message = redact(f"{type(exc).__name__}: {exc}", extra_values=secret_values(os.environ, []))
         raise ExecutionFailed(message) from None
@@ -67,9 +71,9 @@ def run_execution(execution_pk: int) -> str:
 
 def reap() -> str:
     """Take back executions whose worker died, finish runs that have settled, queue again what a
-    broker lost (``services.reap``); returns the counts (stored as the task result)."""
+    broker lost (``runs.recovery.reap``); returns the counts (stored as the task result)."""
     try:
-        return services.reap(environ=os.environ).line()
+        return reap_runs(environ=os.environ).line()
     except Exception as exc:
         raise ExecutionFailed(redact(f"{type(exc).__name__}: {exc}", extra_values=secret_values(os.environ, []))) from None
 

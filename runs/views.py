@@ -15,6 +15,7 @@ from django.utils.http import content_disposition_header
 
 from evalhub.conf import evalhub_setting
 from evalhub.validation import MAX_INTEGER
+from runs.creation import summarize
 from runs.executors import TraceIntegrityError, read_artifact
 from runs.models import CHAOS_RUN, Classification, ExecutionStatus, Report, Run, RunLane, RunStatus, TraceArtifact, trace_filename
 from runs.queries import (
@@ -40,7 +41,6 @@ from runs.queries import (
     run_report,
     waiting_for_a_worker,
 )
-from runs.services import summarize
 from runs.signal import bundle_signal, compare_signal_context, latest_history_report, not_a_history, run_signal_context
 
 RUNS_PER_PAGE = 25

@@ -38,8 +38,8 @@ def keep_database_connection() -> None:
 
 def keep_startup_objects_out_of_collections() -> None:
     """Leave every object this worker process holds when it starts out of the cyclic garbage
-    collector's passes (``gc.freeze``): Django's and evalhub's modules, settings and compiled
-    statements, about 137,000 objects that live as long as the process.
+    collector's passes (``gc.freeze``): Django's and evalhub's modules and settings, about 137,000
+    objects that live as long as the process.
 
     Without it, each full collection walks all of them: in a worker running night after night
     of no-op executions, one full collection took about 110 ms every 500 tasks (0.2 ms an
@@ -52,28 +52,23 @@ def keep_startup_objects_out_of_collections() -> None:
 def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
     """A worker process started: SIGTERM/SIGINT now stop it within a bounded time (the current
     execution is interrupted and handed back), its database connection is kept across its tasks
-    (:func:`keep_database_connection`), its executions' statements are compiled
-    (``runs.services.prepare_worker_statements``), and the reaper runs once, so a night left behind by a
-    dead worker goes on as soon as any worker is up; what it then holds is left out of the garbage
-    collector's passes (:func:`keep_startup_objects_out_of_collections`). Never raises (the worker
-    must start)."""
+    (:func:`keep_database_connection`), and the reaper runs once, so a night left behind by a
+    dead worker goes on as soon as any worker is up; what it then holds — the modules its tasks
+    run through included — is left out of the garbage collector's passes
+    (:func:`keep_startup_objects_out_of_collections`). Never raises (the worker must start)."""
     leases.install_worker_signal_handlers()
     keep_database_connection()
     try:
-        from runs.services import prepare_worker_statements
-
-        prepare_worker_statements()
-    except Exception as exc:
-        # Each statement is then compiled at its first use, as it would have been.
-        logger.warning("worker %s started; preparing its statements failed: %s", proc_name, redact(f"{type(exc).__name__}: {exc}"))
-    try:
-        from runs.services import reap
+        from runs.recovery import reap
 
         summary = reap()
         if summary.taken_back or summary.finalised or summary.redispatched or summary.reported:
             logger.warning("worker %s started: %s", proc_name, summary.line())
     except Exception as exc:
         logger.warning("worker %s started; the reaper failed: %s", proc_name, redact(f"{type(exc).__name__}: {exc}"))
+    # Imported now rather than by the first task, so that they are among what is frozen.
+    import runs.tasks  # noqa: F401
+
     keep_startup_objects_out_of_collections()
 
 

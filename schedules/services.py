@@ -21,7 +21,6 @@ from candidates.services import catalog_slots
 from evalhub.conf import evalhub_setting
 from evalhub.credentials import reserved_name_reason
 from evalhub.secrets import REDACTION, redact, redact_data, secret_kinds
-from evalhub.statements import Write, insert_rows_sql
 from evalhub.validation import REORDER_OFFSET, env_name_errors
 from schedules.building import (
     DEFAULT_CAMPAIGN_COST_LIMIT_USD,
@@ -286,33 +285,6 @@ def coverage_warning(*, seed: str) -> str | None:
     )
 
 
-def _insert_entries_sql(values: Mapping[str, Any], variant: Any) -> tuple[str, Sequence[Any]]:
-    return insert_rows_sql(ScheduleEntry(**{ScheduleEntry._meta.get_field(name).attname: value for name, value in values.items()}))
-
-
-#: Insert a schedule's entries, as ``bulk_create`` of the same rows would (compiled once: the ORM
-#: prepared every value of every row, each time).
-_INSERT_ENTRIES = Write(
-    "insert a schedule's entries",
-    _insert_entries_sql,
-    {
-        name: ScheduleEntry._meta.get_field(name)
-        for name in (
-            "schedule",
-            "position",
-            "execution_id",
-            "case_key",
-            "case_version",
-            "candidate_key",
-            "slot_key",
-            "repetition",
-            "candidate",
-            "budget",
-        )
-    },
-)
-
-
 def save_schedule(document: Mapping[str, Any], *, night: dt.date, versions: Mapping[str, int] | None = None) -> tuple[Schedule, bool]:
     """Store a full schedule document for ``night``; one per (seed, rotation day, night).
 
@@ -336,22 +308,20 @@ def save_schedule(document: Mapping[str, Any], *, night: dt.date, versions: Mapp
                 candidates=document["candidates"],
                 expected_executions=document["expectedExecutions"],
             )
-            _INSERT_ENTRIES.insert_many(
-                [
-                    {
-                        "schedule": schedule.pk,
-                        "position": position,
-                        "execution_id": entry["executionId"],
-                        "case_key": entry["caseId"],
-                        "case_version": versions.get(entry["caseId"], 1),
-                        "candidate_key": entry["candidateId"],
-                        "slot_key": entry["slotId"],
-                        "repetition": entry["repetition"],
-                        "candidate": candidates[entry["candidateId"]],
-                        "budget": entry["budget"],
-                    }
-                    for position, entry in enumerate(document["entries"])
-                ]
+            ScheduleEntry.objects.bulk_create(
+                ScheduleEntry(
+                    schedule=schedule,
+                    position=position,
+                    execution_id=entry["executionId"],
+                    case_key=entry["caseId"],
+                    case_version=versions.get(entry["caseId"], 1),
+                    candidate_key=entry["candidateId"],
+                    slot_key=entry["slotId"],
+                    repetition=entry["repetition"],
+                    candidate=candidates[entry["candidateId"]],
+                    budget=entry["budget"],
+                )
+                for position, entry in enumerate(document["entries"])
             )
     except IntegrityError:
         return Schedule.objects.get(**key), False

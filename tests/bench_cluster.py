@@ -65,7 +65,11 @@ elif command == "night":
     from django.utils import timezone
     from runs.models import Run
     from runs.periodic import declare_periodic_tasks
-    from runs.services import create_run, dispatch_run
+    try:
+        from runs.creation import create_run
+        from runs.dispatch import dispatch_run
+    except ImportError:  # a --compare tree from before runs.services was split
+        from runs.services import create_run, dispatch_run
     from schedules.models import Schedule
     from schedules.services import schedule_for_night
     from tests.builders import load_reference_catalog

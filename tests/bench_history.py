@@ -17,7 +17,7 @@ PAGE = 25
 
 def year_of_history(nights: Any, runs: int) -> None:
     """``runs`` nightly runs (one a night) through ``start_nightly``."""
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     started = time.monotonic()
     for index in range(runs):

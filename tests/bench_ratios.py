@@ -100,7 +100,7 @@ def nightly(now: dt.datetime, *, completed: bool) -> Any:
     """One nightly through evalhub's services, executed in this process: every execution skipped
     (no credentials), or completed through the replay executor (its observations stored first,
     ``_fill_replay``)."""
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal(12), now=now, environ=ENVIRON if completed else {}, execute=True)
     assert outcome.summary.executions == 40, outcome.summary.line()

@@ -12,7 +12,7 @@
 * a run left pending (the live run view watches it settle).
 
 Nothing here is a stub of a service: every run is created, executed, scored and reported by
-``runs.services`` as the nightly does.
+``runs.nightly`` and the modules below it, as the nightly does.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _fill_replay(schedule: Any, night: int, *, scripted: bool = False) -> None:
 
 
 def _nightly(now: dt.datetime, night: int) -> Run:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     schedule = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=now, environ=ENVIRON, execute=False).schedule
     _fill_replay(schedule, night)
@@ -84,7 +84,8 @@ def _nightly(now: dt.datetime, night: int) -> Run:
 
 def build_nights(now: dt.datetime | None = None) -> Nights:
     """The catalog, the periodic tasks and the runs described in the module docstring."""
-    from runs.services import create_run, execute_run
+    from runs.creation import create_run
+    from runs.dispatch import execute_run
 
     now = now or timezone.now()
     load_reference_catalog()

@@ -77,8 +77,8 @@ def prepare(ceiling: str = "12") -> dict[str, Any]:
     """Load the catalog, declare the periodic tasks, and queue tonight's 40 executions."""
     from django.utils import timezone
 
+    from runs.nightly import start_nightly
     from runs.periodic import declare_periodic_tasks
-    from runs.services import start_nightly
     from tests.builders import load_reference_catalog
 
     load_reference_catalog()

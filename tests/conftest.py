@@ -147,8 +147,9 @@ def dispatched_night(reference_catalog, replay_executors):
     import datetime as dt
     from decimal import Decimal
 
+    from runs.creation import create_run
+    from runs.dispatch import dispatch_run
     from runs.executors.replay import REPLAY_STORE
-    from runs.services import create_run, dispatch_run
     from schedules.services import schedule_for_night
     from tests.builders import completed_observation
 

@@ -68,7 +68,7 @@ def _pairs(schedule: Any) -> list[tuple[str, str]]:
 
 def build_signal_nights(now: dt.datetime | None = None) -> SignalNights:
     """The catalog and the seven nights described in the module docstring."""
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     load_reference_catalog()
     runs: list[Run] = []

@@ -22,7 +22,7 @@ EVALHUB_APPS = ("candidates", "schedules", "runs", "knox")
 
 @pytest.fixture
 def run(reference_catalog) -> Run:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     night = dt.datetime(2026, 11, 30, 4, 0, tzinfo=dt.UTC)
     schedule = start_nightly(

@@ -24,7 +24,8 @@ def _fast_password_hashing(settings) -> None:
 @pytest.fixture
 def reported_run(reference_catalog) -> Run:
     """A one-execution run with a scorecard, a report and two alerts, written directly."""
-    from runs.services import create_run, start_nightly
+    from runs.creation import create_run
+    from runs.nightly import start_nightly
     from schedules.services import Selection
 
     schedule = start_nightly(seed="runner-live-seven-week-v1", cost_ceiling_usd=Decimal("12"), now=NOW, environ={}, execute=False).schedule

@@ -23,7 +23,7 @@ def _fast_password_hashing(settings) -> None:
 
 @pytest.fixture
 def skipped_run(reference_catalog) -> Run:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     return start_nightly(seed="runner-live-seven-week-v1", cost_ceiling_usd=Decimal("12"), now=NOW, environ={}, execute=True).run
 

@@ -168,7 +168,7 @@ def test_a_duplicate_chaos_scenario_id_is_a_form_error(staff_client) -> None:
 
 @pytest.fixture
 def saved_schedule(reference_catalog) -> Schedule:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     return start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=NOW, environ={}, execute=False).schedule
 

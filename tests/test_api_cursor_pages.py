@@ -14,7 +14,7 @@ import pytest
 
 from evalhub.api.pagination import KeysetPagination
 from runs.models import Execution, Scorecard
-from runs.services import start_nightly
+from runs.nightly import start_nightly
 
 SEED = "runner-live-seven-week-v1"
 NIGHT = dt.datetime(2026, 11, 30, 4, 0, tzinfo=dt.UTC)

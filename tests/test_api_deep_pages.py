@@ -19,7 +19,7 @@ from django.db.models import F, Max
 from evalhub.api import pagination
 from runs.api import EXECUTION_ORDER
 from runs.models import Execution, Scorecard
-from runs.services import start_nightly
+from runs.nightly import start_nightly
 
 pytestmark = pytest.mark.django_db
 

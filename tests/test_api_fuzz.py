@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, settings
 from knox.models import AuthToken
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.executors.replay import REPLAY_STORE
-from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 

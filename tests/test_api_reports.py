@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.evaluation.renderers import render_json, render_junit, render_markdown
 from runs.evaluation.reports import compare_reports
 from runs.executors.replay import REPLAY_STORE
 from runs.models import Report, Run, RunLane
-from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 
@@ -278,8 +279,8 @@ def test_comparing_a_refresh_report_is_refused(staff_client, reference_catalog, 
     from decimal import Decimal
 
     from runs.models import Report
+    from runs.nightly import start_nightly
     from runs.reporting import refresh_run
-    from runs.services import start_nightly
 
     outcome = start_nightly(
         seed="runner-live-seven-week-v1",

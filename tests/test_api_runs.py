@@ -1,6 +1,6 @@
 """Runs and executions over the API: read-only history with counts, money, observations and attempts.
 
-Runs are produced by the real orchestration (``runs.services``) with the replay executor at the
+Runs are produced by the real orchestration (``runs.dispatch``, ``runs.execution``) with the replay executor at the
 edge. Unknown prices read as ``costUsd: null, costKnown: false``, never $0 (docs/failure-modes.md B5);
 list endpoints cost the same queries for one run as for many.
 """
@@ -16,10 +16,12 @@ from rest_framework.renderers import JSONRenderer
 
 from evalhub.jsnum import json_number
 from runs.api import ObservationField
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.executors import InfrastructureError
 from runs.executors.replay import REPLAY_STORE
 from runs.models import Execution, Run
-from runs.services import create_run, execute_run, start_nightly
+from runs.nightly import start_nightly
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 

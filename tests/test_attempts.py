@@ -22,11 +22,13 @@ import pytest
 from evalhub.credentials import credential_values, url_password
 from evalhub.logging import RedactSecretsFilter
 from runs import leases
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.executors import InfrastructureError
 from runs.executors.live.session import provider_failure_retryable
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
 from runs.models import Attempt, Execution, Run, RunStatus
-from runs.services import create_run, execute_run, secret_values
+from runs.snapshots import secret_values
 from schedules.models import ScheduleEntry
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
@@ -128,7 +130,7 @@ def test_a_process_dying_mid_attempt_leaves_the_attempt_counted(schedule, monkey
     def die(*args: Any, **kwargs: Any) -> None:
         raise Died
 
-    monkeypatch.setattr("runs.services._finish_attempt", die)
+    monkeypatch.setattr("runs.execution.finish_attempt", die)
     with pytest.raises(Died):
         execute_run(run, environ=ENVIRON)
     assert list(Attempt.objects.values_list("number", "outcome", "finished_at")) == [(1, "running", None)]
@@ -143,7 +145,7 @@ def test_outcome_cost_and_result_are_one_transaction(schedule, monkeypatch) -> N
     def broken_settle(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the database went away while the result was written")
 
-    monkeypatch.setattr("runs.services._settle", broken_settle)
+    monkeypatch.setattr("runs.settlement.settle", broken_settle)
     with pytest.raises(RuntimeError):
         execute_run(run, environ=ENVIRON)
     # Nothing of the finishing write survived: the attempt is still open and nothing was counted.

@@ -42,7 +42,7 @@ def test_benchmark_select_from_night(benchmark) -> None:
 @pytest.mark.django_db
 def test_benchmark_nightly_forty_skipped_executions(benchmark, reference_catalog) -> None:
     """Build, coverage-check, save and execute tonight's 40 entries (all skipped: no credentials)."""
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     nights = iter(range(10_000))
 

@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
-from runs import services
+from runs import dispatch, recovery
+from runs.creation import create_run
+from runs.execution import execute_execution
 from runs.executors.replay import REPLAY_STORE
 from runs.models import Attempt, Execution, Run, RunStatus
-from runs.services import create_run, execute_execution, start_nightly
+from runs.nightly import start_nightly
 from runs.tasks import run_execution
 from schedules.services import preview_schedule, schedule_for_night
 from tests.builders import completed_observation
@@ -43,7 +45,7 @@ def pending_pks(run: Run) -> list[int]:
 @pytest.fixture
 def recent_reap_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process looked for expired leases a moment ago: a task makes no lease query."""
-    monkeypatch.setattr(services, "_last_reap_check", time.monotonic())
+    monkeypatch.setattr(recovery, "_last_reap_check", time.monotonic())
 
 
 @pytest.mark.django_db
@@ -82,7 +84,7 @@ def test_the_reapers_lease_scan_runs_at_most_every_reap_check_seconds(night, set
     """The first task of a process looks for expired leases; the next, within
     ``REAP_CHECK_SECONDS``, does not (one statement fewer); with 0 every task looks."""
     first, second, third, *_ = pending_pks(night)
-    services._last_reap_check = None
+    recovery._last_reap_check = None
     with django_assert_num_queries(5):
         run_execution(first)
     with django_assert_num_queries(4):
@@ -153,7 +155,7 @@ def test_skips_settled_together_leave_an_execution_another_worker_took(
     schedule, _ = schedule_for_night(seed=SEED, now=NOW)
     run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12))
     taken = run.executions.order_by("position")[1]
-    original = services._prefetched_unavailable
+    original = dispatch.prefetched_unavailable
 
     def meanwhile(run, execution, *args: Any, **kwargs: Any) -> dict[str, Any]:
         if execution.pk == taken.pk:
@@ -162,8 +164,8 @@ def test_skips_settled_together_leave_an_execution_another_worker_took(
             )
         return original(run, execution, *args, **kwargs)
 
-    monkeypatch.setattr(services, "_prefetched_unavailable", meanwhile)
-    summary = services.execute_run(run, environ={})
+    monkeypatch.setattr(dispatch, "prefetched_unavailable", meanwhile)
+    summary = dispatch.execute_run(run, environ={})
     rows = dict(run.executions.values_list("pk", "status"))
     assert rows.pop(taken.pk) == ExecutionStatus.RUNNING
     assert set(rows.values()) == {ExecutionStatus.FINISHED}

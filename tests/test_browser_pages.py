@@ -230,7 +230,7 @@ def test_the_history_fits_the_desktop_width_with_a_chaos_run_and_a_re_run(signed
     ``make demo``), the table still fits 1366 px and the Notes column is not cut off."""
     from django.core.management import call_command
 
-    from runs.services import rerun_run
+    from runs.actions import rerun_run
 
     call_command("chaos", stdout=io.StringIO(), stderr=io.StringIO())
     rerun_run(nights.past[-1])

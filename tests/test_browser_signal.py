@@ -10,7 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from runs.services import create_run, execute_run
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from tests.browser_night import ENVIRON
 from tests.browser_support import SCREENSHOTS, broken_links, look_at, sign_in
 from tests.signal_nights import WEEK_WINDOWS, SignalNights, build_signal_nights

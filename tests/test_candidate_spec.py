@@ -98,8 +98,9 @@ def test_a_snapshot_the_spec_refuses_is_skipped_as_an_invalid_configuration(refe
     refused, saying why, and the run goes on."""
     from django.utils import timezone
 
+    from runs.creation import create_run
+    from runs.dispatch import execute_run
     from runs.models import Execution
-    from runs.services import create_run, execute_run
     from schedules.models import ScheduleEntry
     from schedules.services import Selection, schedule_for_night
 

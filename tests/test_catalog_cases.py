@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from runs.evaluation.observation_schema import catalog_case_ids, reference_validation_error, validate_observation
 from runs.models import Report, Scorecard
-from runs.services import start_nightly
+from runs.nightly import start_nightly
 from schedules.services import preview_schedule
 from tests.builders import completed_observation
 

@@ -60,7 +60,7 @@ def test_money_checks_show_dollars_and_the_attempt_bound_shows_its_limit(referen
 @pytest.mark.django_db
 def test_a_violated_invariant_is_a_failed_execution(reference_catalog, monkeypatch) -> None:
     # Break the reaper: the restart scenario must notice the dead worker's execution is never taken back.
-    monkeypatch.setattr("runs.services.take_back", lambda *args, **kwargs: False)
+    monkeypatch.setattr("runs.recovery.take_back", lambda *args, **kwargs: False)
     run = run_chaos_lane(keys=["restart"], now=NOW)
     (row,) = run.executions.all()
     assert (row.classification, row.failure_code) == ("infrastructure_failure", "chaos_invariant_violated")

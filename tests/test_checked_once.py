@@ -84,8 +84,8 @@ def test_a_case_id_the_check_does_not_know_is_checked_in_full(full_checks) -> No
 def test_a_row_changed_after_it_was_stored_is_checked_when_scored(reference_catalog, replay_executors, full_checks) -> None:
     from runs.executors.replay import REPLAY_STORE
     from runs.models import Execution, Scorecard
+    from runs.nightly import start_nightly
     from runs.reporting import score_run
-    from runs.services import start_nightly
 
     outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ=ENVIRON, execute=False)
     for execution in outcome.schedule.entries.all():
@@ -121,17 +121,17 @@ def test_an_encoded_document_is_written_as_it_is_and_any_other_value_encoded() -
 
 
 def test_the_checked_text_is_the_stored_form_s_only_when_the_scorer_left_nothing_out() -> None:
-    from runs.services import _checked_stored_form
+    from runs.stored_observations import checked_stored_form
 
     document = _observation("rwe-0000000000000001")
     document["note"] = "ü"
-    stored, problems, text = _checked_stored_form(document, [])
+    stored, problems, text = checked_stored_form(document, [])
     assert problems == [] and text == json.dumps(stored, ensure_ascii=False, allow_nan=False)
     # A non-finite latency is stored as null, which the scorer leaves out: its text is not the row's.
     document["metrics"]["latencyMs"] = float("nan")
-    stored, problems, text = _checked_stored_form(document, [])
+    stored, problems, text = checked_stored_form(document, [])
     assert problems == [] and stored["metrics"]["latencyMs"] is None and text is None
-    assert _checked_stored_form({**document, "classification": "nonsense"}, [])[::2] == (None, None)
+    assert checked_stored_form({**document, "classification": "nonsense"}, [])[::2] == (None, None)
 
 
 @pytest.mark.django_db
@@ -141,7 +141,7 @@ def test_every_row_holds_the_text_of_its_stored_observation(reference_catalog, r
     from django.db import connection
 
     from runs.executors.replay import REPLAY_STORE
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ=ENVIRON, execute=False)
     for index, entry in enumerate(outcome.schedule.entries.all()):
@@ -204,8 +204,8 @@ def test_a_text_not_remembered_leaves_the_document_to_its_own_text(full_checks, 
 def test_the_report_looks_its_rows_up_by_their_column_text(reference_catalog, replay_executors, full_checks, encodings) -> None:
     from runs.executors.replay import REPLAY_STORE
     from runs.models import Scorecard
+    from runs.nightly import start_nightly
     from runs.reporting import report_run
-    from runs.services import start_nightly
 
     outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ=ENVIRON, execute=False)
     for execution in outcome.schedule.entries.all():

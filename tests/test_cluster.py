@@ -133,7 +133,7 @@ def kill_one_worker_mid_night(environment: dict[str, str], tmp_path: Path) -> tu
         while time.monotonic() < deadline:
             state = driver(environment, "status", str(run_id))
             # The run is marked finished by its finaliser's conditional update, and reported just
-            # after it (runs/services.py: finalise_run): wait for both, not the status alone.
+            # after it (runs/recovery.py: finalise_run): wait for both, not the status alone.
             if state["status"] != "running" and state["reports"]:
                 break
             time.sleep(1)

@@ -27,10 +27,10 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from candidates.models import Candidate
+from runs.creation import RunSummary
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
-from runs.management.commands.nightly import EXIT_ALERTS, EXIT_UNFINISHED, EXIT_UNMEASURED, exit_status
 from runs.models import Run
-from runs.services import RunSummary
+from runs.nightly import EXIT_ALERTS, EXIT_UNFINISHED, EXIT_UNMEASURED, exit_status
 from schedules.building import build_schedule
 from schedules.models import Schedule
 from schedules.services import iso_timestamp

@@ -16,12 +16,13 @@ from xml.dom import minidom
 import pytest
 
 from runs import alerting
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.evaluation.renderers import render_junit
 from runs.executors import InfrastructureError
 from runs.executors.replay import REPLAY_STORE
 from runs.models import ChannelKind, DeliveryStatus, NotificationChannel, Run
 from runs.reporting import export_report
-from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 
 pytestmark = pytest.mark.django_db

@@ -22,12 +22,16 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from runs import leases, services
+from runs import actions, creation, dispatch, leases, settlement
+from runs.actions import cancel_run, rerun_run
+from runs.creation import create_run
+from runs.dispatch import dispatch_run
+from runs.execution import execute_execution
 from runs.executors import InfrastructureError
 from runs.executors.candidate import CandidateSpec
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
 from runs.models import Attempt, Execution, ExecutionStatus, ProviderSlot, Report, Run, RunStatus
-from runs.services import cancel_run, create_run, dispatch_run, execute_execution, reap, rerun_run
+from runs.recovery import reap
 from runs.tasks import run_execution
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
@@ -68,11 +72,11 @@ def queued() -> list[dict[str, Any]]:
 def leave_dead_worker(execution: Execution) -> None:
     """What a killed worker leaves: the execution held, its attempt open and reserved, the lease expired."""
     run = execution.run
-    services.claim_run(run)
+    creation.claim_run(run)
     Execution.objects.filter(pk=execution.pk).update(
         status=ExecutionStatus.RUNNING, owner="dead-host:4242", lease_expires_at=timezone.now() - dt.timedelta(seconds=5)
     )
-    services._begin_attempt(run, execution, execution.attempts.count() + 1, Decimal("1.5"), "dead-host:4242")
+    settlement.begin_attempt(run, execution, execution.attempts.count() + 1, Decimal("1.5"), "dead-host:4242")
 
 
 # --- fan-out -------------------------------------------------------------------------------------------
@@ -123,7 +127,7 @@ def test_the_scripted_lanes_provider_travels_with_the_run(schedule) -> None:
 
     run = luna_run(schedule, limit=1)
     provider = scripted_provider("http://127.0.0.1:9/scripts/{case_id}/v1")
-    services.execute_run(run, environ=ENVIRON, providers={"codex-luna": provider})
+    dispatch.execute_run(run, environ=ENVIRON, providers={"codex-luna": provider})
     assert Run.objects.get(pk=run.pk).provider_overrides["codex-luna"]["base_url"] == "http://127.0.0.1:9/scripts/{case_id}/v1"
     assert [request.provider for request in REPLAY_CALLS] == [provider]
 
@@ -214,7 +218,7 @@ def test_a_live_lease_is_never_taken(schedule) -> None:
 @pytest.mark.django_db
 def test_a_run_left_running_with_everything_settled_is_finished_and_reported(schedule) -> None:
     run = luna_run(schedule, limit=2)
-    services.claim_run(run)
+    creation.claim_run(run)
     for pk in run.executions.values_list("pk", flat=True):
         execute_execution(pk, environ=ENVIRON, finalise=False)  # the finaliser "died"
     assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
@@ -227,7 +231,7 @@ def test_a_run_left_running_with_everything_settled_is_finished_and_reported(sch
 @pytest.mark.django_db
 def test_pending_executions_a_broker_lost_are_queued_again(schedule, settings, django_capture_on_commit_callbacks) -> None:
     run = luna_run(schedule, limit=2)
-    services.claim_run(run)
+    creation.claim_run(run)
     long_ago = timezone.now() - dt.timedelta(hours=1)
     Run.objects.filter(pk=run.pk).update(started_at=long_ago)
     run.executions.update(dispatched_at=long_ago, dispatches=1)
@@ -258,7 +262,7 @@ def test_a_database_blip_after_the_executor_returns_loses_nothing(schedule, sett
 
     monkeypatch.setattr("runs.executors.replay.ReplayExecutor.execute", execute)
     try:
-        services.execute_run(run, environ=ENVIRON)
+        dispatch.execute_run(run, environ=ENVIRON)
     finally:
         if blip in connection.execute_wrappers:
             connection.execute_wrappers.remove(blip)
@@ -289,7 +293,7 @@ def test_db_retry_gives_up_after_its_deadline(monkeypatch) -> None:
 def test_a_worker_asked_to_stop_hands_its_execution_back(schedule, django_capture_on_commit_callbacks, monkeypatch) -> None:
     run = luna_run(schedule, limit=1)
     (execution,) = run.executions.select_related("entry")
-    services.claim_run(run)
+    creation.claim_run(run)
     stopped: list[bool] = []
 
     def execute(self, request) -> dict[str, Any]:
@@ -351,7 +355,7 @@ def test_an_idle_worker_exits_on_sigterm() -> None:
 def test_a_provider_at_its_limit_makes_the_next_execution_wait(schedule, settings, django_capture_on_commit_callbacks) -> None:
     settings.EVALHUB = {**settings.EVALHUB, "PROVIDER_CONCURRENCY": {"openai": 1}}
     run = luna_run(schedule, limit=2)
-    services.claim_run(run)
+    creation.claim_run(run)
     first, second = run.executions.order_by("position")
     ProviderSlot.objects.create(provider="openai", number=0, execution=first, expires_at=timezone.now() + dt.timedelta(seconds=60))
     with django_capture_on_commit_callbacks(execute=True):
@@ -376,7 +380,7 @@ def test_cancel_skips_pending_executions_and_ends_the_run(schedule) -> None:
     assert set(run.executions.values_list("classification", "failure_code")) == {("skipped", "run_cancelled")}
     assert REPLAY_CALLS == []
     assert Report.objects.filter(run=run).exists()
-    with pytest.raises(services.RunActionError, match=f"run {run.pk} is cancelled: only a pending or running run can be cancelled"):
+    with pytest.raises(actions.RunActionError, match=f"run {run.pk} is cancelled: only a pending or running run can be cancelled"):
         cancel_run(run)
     # A task delivered after the cancel does nothing.
     assert execute_execution(run.executions.first().pk, environ=ENVIRON) == "already settled"
@@ -386,7 +390,7 @@ def test_cancel_skips_pending_executions_and_ends_the_run(schedule) -> None:
 def test_cancel_interrupts_the_running_executor(schedule, monkeypatch) -> None:
     run = luna_run(schedule, limit=2)
     first, second = run.executions.select_related("entry").order_by("position")
-    services.claim_run(run)
+    creation.claim_run(run)
     finished: list[str] = []
 
     def execute(self, request) -> dict[str, Any]:
@@ -424,7 +428,7 @@ def mixed_run(schedule) -> Run:
     failed["failure"] = {"code": "candidate_checks_failed", "category": "candidate", "retryable": False, "message": "checks failed"}
     REPLAY_STORE[rows[1].execution_id] = failed
     REPLAY_STORE[rows[2].execution_id] = InfrastructureError("runtime_missing", False, "no runtime")
-    services.execute_run(run, environ=ENVIRON)
+    dispatch.execute_run(run, environ=ENVIRON)
     run.refresh_from_db()
     return run
 
@@ -443,14 +447,14 @@ def test_a_rerun_repeats_only_the_failed_executions(mixed_run, scope, positions)
 
 @pytest.mark.django_db
 def test_a_rerun_needs_an_ended_run_with_failures(schedule, mixed_run) -> None:
-    with pytest.raises(services.RunActionError, match="is still pending: wait for it to end"):
+    with pytest.raises(actions.RunActionError, match="is still pending: wait for it to end"):
         rerun_run(luna_run(schedule, limit=1))
     passing = rerun_run(mixed_run, scope="infrastructure")
     REPLAY_STORE[passing.executions.get().execution_id] = completed_observation(passing.executions.get().entry.to_document())
-    services.execute_run(passing, environ=ENVIRON)
-    with pytest.raises(services.RunActionError, match=f"run {passing.pk} has no infrastructure-failed executions to re-run"):
+    dispatch.execute_run(passing, environ=ENVIRON)
+    with pytest.raises(actions.RunActionError, match=f"run {passing.pk} has no infrastructure-failed executions to re-run"):
         rerun_run(Run.objects.get(pk=passing.pk), scope="infrastructure")
-    with pytest.raises(services.RunActionError, match="unknown re-run scope 'everything'"):
+    with pytest.raises(actions.RunActionError, match="unknown re-run scope 'everything'"):
         rerun_run(mixed_run, scope="everything")
 
 
@@ -459,7 +463,7 @@ def test_a_refresh_is_not_re_run_and_says_which_run_to_re_run(schedule, mixed_ru
     from runs.reporting import refresh_run
 
     refresh = refresh_run(mixed_run, generated_at="2026-08-19T05:00:00.000Z")
-    with pytest.raises(services.RunActionError) as refused:
+    with pytest.raises(actions.RunActionError) as refused:
         rerun_run(refresh)
     assert str(refused.value) == (
         f"run {refresh.pk} is a refresh (replay lane) of run {mixed_run.pk}: re-run run {mixed_run.pk} instead "
@@ -473,7 +477,7 @@ def test_a_rerun_of_skips_still_missing_their_credentials_says_which_to_set(sche
     there, the command says which to set instead of making another all-skipped run; queued, the
     workers' environment decides, so it is made."""
     skipped = luna_run(schedule, limit=2)
-    services.execute_run(skipped, environ={})
+    dispatch.execute_run(skipped, environ={})
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     runs_before = Run.objects.count()
     with pytest.raises(CommandError) as refused:
@@ -538,10 +542,10 @@ def test_the_skipped_executions_of_a_cancelled_run_re_run_once_asked_for(
     """A cancelled run (or one whose credentials were missing) has nothing *failed*: the failed
     scope says so and points at the skipped scope, which the CLI, the API and the admin offer."""
     cancelled = luna_run(schedule, limit=3)
-    services.cancel_run(cancelled)
+    actions.cancel_run(cancelled)
     cancelled.refresh_from_db()
     with pytest.raises(
-        services.RunActionError,
+        actions.RunActionError,
         match=rf"has no failed executions to re-run; it has 3 skipped execution\(s\): .*rerun {cancelled.pk} --skipped",
     ):
         rerun_run(cancelled)
@@ -556,11 +560,11 @@ def test_the_skipped_executions_of_a_cancelled_run_re_run_once_asked_for(
     # While the first re-run is unfinished, a second one is refused (tests/test_run_conflicts.py).
     busy = staff_client.post(f"/api/runs/{cancelled.pk}/rerun/", {"scope": "skipped"}, content_type="application/json")
     assert busy.status_code == 409 and f"is already being re-run by run {first.pk}" in busy.json()["detail"]
-    services.cancel_run(first)
+    actions.cancel_run(first)
     with django_capture_on_commit_callbacks(execute=True):
         response = staff_client.post(f"/api/runs/{cancelled.pk}/rerun/", {"scope": "skipped"}, content_type="application/json")
     assert response.status_code == 201 and response.json()["executions"] == 3
-    services.cancel_run(Run.objects.get(pk=response.json()["run"]))
+    actions.cancel_run(Run.objects.get(pk=response.json()["run"]))
     with django_capture_on_commit_callbacks(execute=True):
         page = staff_client.post(
             "/admin/runs/run/", {"action": "rerun_skipped", "_selected_action": [cancelled.pk], "index": 0}, follow=True
@@ -622,8 +626,8 @@ def test_a_scripted_run_is_never_re_run_and_its_executions_never_carry_a_real_ke
     from runs.models import RunLane
 
     run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=1), lane=RunLane.SCRIPTED)
-    services.cancel_run(run)
-    with pytest.raises(services.RunActionError, match=f"run {run.pk} is a scripted-lane run: its scripted model is gone"):
+    actions.cancel_run(run)
+    with pytest.raises(actions.RunActionError, match=f"run {run.pk} is a scripted-lane run: its scripted model is gone"):
         rerun_run(Run.objects.get(pk=run.pk), scope="skipped")
 
     seen: dict = {}

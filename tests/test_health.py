@@ -15,10 +15,10 @@ from django.utils import timezone
 from health_check.checks import Cache, Database
 from health_check.exceptions import HealthCheckException, ServiceUnavailable
 
+from runs.creation import create_run
 from runs.health import Broker, Leases, Nightly, Queue, Runtimes
 from runs.models import ExecutionStatus, Run
 from runs.periodic import NIGHTLY_TASK_NAME, declare_periodic_tasks
-from runs.services import create_run
 from schedules.services import Selection, schedule_for_night
 
 SEED = "runner-live-seven-week-v1"

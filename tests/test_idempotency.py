@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from runs.creation import create_run
 from runs.executors import InfrastructureError
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
 from runs.models import Attempt, Execution, Run, RunStatus
-from runs.services import NightlyOutcome, create_run, start_nightly
+from runs.nightly import NightlyOutcome, start_nightly
 from runs.tasks import NightlyFailed, run_nightly
 from schedules.models import Schedule
 from tests.builders import completed_observation
@@ -221,7 +222,7 @@ def test_calling_the_task_function_twice_spends_once(
 
 
 def run_summary_line(run: Run) -> str:
-    from runs.services import summarize
+    from runs.creation import summarize
 
     return summarize(run, with_report=True).line()
 
@@ -290,10 +291,10 @@ def test_a_night_running_elsewhere_is_not_taken_over(catalog: None) -> None:
 def test_an_interrupted_night_skips_what_never_started_so_it_can_be_re_run(catalog: None, monkeypatch: Any) -> None:
     """Ctrl-C or SIGTERM mid-night: the run fails saying why, and every execution that never
     started is skipped as run_interrupted (never left pending for nobody), ready for rerun --skipped."""
-    from runs import services
+    from runs import actions, dispatch
 
     script_night(NIGHT)
-    real = services.execute_execution
+    real = dispatch.execute_execution
     calls: list[int] = []
 
     def interrupted(pk: int, **kwargs: Any) -> str:
@@ -302,7 +303,7 @@ def test_an_interrupted_night_skips_what_never_started_so_it_can_be_re_run(catal
             raise KeyboardInterrupt("SIGTERM")
         return real(pk, **kwargs)
 
-    monkeypatch.setattr(services, "execute_execution", interrupted)
+    monkeypatch.setattr(dispatch, "execute_execution", interrupted)
     with pytest.raises(KeyboardInterrupt):
         deliver()
     run = Run.objects.get()
@@ -311,5 +312,5 @@ def test_an_interrupted_night_skips_what_never_started_so_it_can_be_re_run(catal
     skipped = run.executions.filter(classification="skipped", failure_code="run_interrupted")
     assert skipped.count() == 38 and not run.executions.filter(status="pending").exists()
     assert f"re-run it with `manage.py rerun {run.pk} --skipped`" in skipped.first().failure_message
-    rerun = services.rerun_run(run, scope="skipped")
+    rerun = actions.rerun_run(run, scope="skipped")
     assert rerun.executions.count() == 38

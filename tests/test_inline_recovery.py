@@ -17,7 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from runs import services
+from runs import creation, settlement
 from runs.executors.base import InfrastructureError
 from runs.executors.candidate import CandidateSpec
 from runs.executors.live.session import remove_abandoned_workdirs, run_live_execution
@@ -80,15 +80,15 @@ def test_nightly_execute_takes_back_what_a_killed_inline_run_held(reference_cata
     left = tmp_path / f"evalhub-live-{dead_pid()}-killed"
     (left / "home").mkdir(parents=True)
     schedule, _ = schedule_for_night(seed=SEED, now=NOW)
-    killed, _ = services.create_run(
+    killed, _ = creation.create_run(
         schedule=schedule, cost_ceiling_usd=Decimal(12), selection=Selection(candidate_ids=("codex-luna",), limit=1)
     )
     (execution,) = killed.executions.all()
-    services.claim_run(killed)
+    creation.claim_run(killed)
     Execution.objects.filter(pk=execution.pk).update(
         status=ExecutionStatus.RUNNING, owner="host:4242", lease_expires_at=timezone.now() - dt.timedelta(seconds=5)
     )
-    services._begin_attempt(killed, execution, 1, Decimal("1.5"), "host:4242")
+    settlement.begin_attempt(killed, execution, 1, Decimal("1.5"), "host:4242")
     for entry in schedule.entries.all():
         REPLAY_STORE[entry.execution_id] = completed_observation(entry.to_document(), cost_usd=0.01)
 

@@ -183,7 +183,7 @@ def _more_nights(count: int) -> None:
 
     from django.utils import timezone
 
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     for days in range(20, 20 + count):
         start_nightly(

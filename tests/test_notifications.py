@@ -17,10 +17,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs import alerting
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.executors.replay import REPLAY_STORE
 from runs.models import Alert, ChannelKind, Delivery, DeliveryStatus, NotificationChannel, Run
+from runs.nightly import start_nightly
 from runs.notifications import CHANNELS, DeliveryError, channel_class
-from runs.services import create_run, execute_run, reap, start_nightly
+from runs.recovery import reap
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 from tests.notify_support import webhook_receiver

@@ -12,7 +12,7 @@ import yaml
 from django.core.management import call_command
 
 from runs.models import Alert
-from runs.services import start_nightly
+from runs.nightly import start_nightly
 
 pytestmark = pytest.mark.django_db
 

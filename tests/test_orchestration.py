@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.evaluation.observations import unavailable_observation
 from runs.executors import InfrastructureError
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
 from runs.models import Attempt, Execution, Run, RunStatus
-from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 from tests.reference import scoring_vectors
@@ -568,7 +569,7 @@ def test_a_secret_in_a_crash_is_redacted_in_the_warning_log(schedule, replay_exe
     (execution,) = executions(run)
     store(execution, ValueError(f"bad key {OPENAI_VALUE} {B12_OPENAI}"))
     execute_run(run, environ=ENVIRON)
-    warnings = [record.getMessage() for record in caplog.records if record.name == "runs.services"]
+    warnings = [record.getMessage() for record in caplog.records if record.name == "runs.execution"]
     assert warnings == [f"execution {execution.execution_id}: the executor crashed: ValueError: bad key [REDACTED] [REDACTED]"]
 
 
@@ -657,7 +658,7 @@ def test_provider_failures_get_one_retry_only_when_it_can_help(
     schedule, replay_executors, monkeypatch, make_error, attempts, code, waits
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("runs.services.sleep", slept.append)
+    monkeypatch.setattr("runs.execution.sleep", slept.append)
     run = make_run(schedule, candidates=("codex-luna",), limit=1)
     (execution,) = executions(run)
     store(execution, make_error(), make_error())
@@ -669,7 +670,7 @@ def test_provider_failures_get_one_retry_only_when_it_can_help(
 
 
 def test_a_retry_after_beyond_the_cap_fails_fast_and_says_why(schedule, replay_executors, monkeypatch) -> None:
-    monkeypatch.setattr("runs.services.sleep", lambda seconds: pytest.fail(f"slept {seconds} s"))
+    monkeypatch.setattr("runs.execution.sleep", lambda seconds: pytest.fail(f"slept {seconds} s"))
     run = make_run(schedule, candidates=("codex-luna",), limit=1)
     (execution,) = executions(run)
     store(execution, provider_error("provider_rate_limited", True, retry_after_s=3600.0))
@@ -682,7 +683,7 @@ def test_a_retry_after_beyond_the_cap_fails_fast_and_says_why(schedule, replay_e
 
 def test_a_rate_limit_then_success_completes(schedule, replay_executors, monkeypatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("runs.services.sleep", slept.append)
+    monkeypatch.setattr("runs.execution.sleep", slept.append)
     run = make_run(schedule, candidates=("codex-luna",), limit=1)
     (execution,) = executions(run)
     store(execution, provider_error("provider_rate_limited", True, retry_after_s=2.0, cost_usd=0.3), completed(execution))

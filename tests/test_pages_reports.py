@@ -18,7 +18,7 @@ import pytest
 from django.urls import reverse
 
 from runs.models import Alert, Classification, ExecutionStatus, Report, Run, RunLane, Scorecard
-from runs.services import settlement_ms
+from runs.settlement import settlement_ms
 from tests.reference import scoring_vectors
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +56,7 @@ def report_document(bundle: str = BUNDLE) -> dict[str, Any]:
 
 @pytest.fixture
 def schedule(reference_catalog):
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     return start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=NIGHT, environ={}, execute=False).schedule
 
@@ -68,7 +68,7 @@ Outcome = Any
 def make_run(schedule, outcomes: list[Outcome], *, lane: str = RunLane.LIVE, refresh_of: Run | None = None, latency: int = 40000) -> Run:
     """A finished manual run over the first ``len(outcomes)`` entries of ``schedule``, each
     execution given the outcome (and a scorecard when scored), ``latency`` ms and $0.10."""
-    from runs.services import create_run
+    from runs.creation import create_run
     from schedules.services import Selection
 
     run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=len(outcomes)))
@@ -203,7 +203,7 @@ def test_every_execution_shows_gate_score_and_verdict(reader_client, schedule) -
 
 
 def test_an_execution_without_a_scorecard_is_not_scored(reader_client, schedule) -> None:
-    from runs.services import create_run
+    from runs.creation import create_run
     from schedules.services import Selection
 
     run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=1))
@@ -651,8 +651,8 @@ def test_the_alerts_page_costs_the_same_queries_with_few_or_many_runs(reader_cli
 
 def test_a_nightly_ends_with_its_report_visible_on_the_run_page_and_exportable(reader_client, reference_catalog, replay_executors) -> None:
     from candidates.models import Candidate
+    from runs.nightly import start_nightly
     from runs.reporting import export_report
-    from runs.services import start_nightly
     from tests.builders import completed_observation
 
     schedule = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("1000"), now=NIGHT, environ={}, execute=False).schedule

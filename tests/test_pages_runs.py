@@ -27,7 +27,7 @@ def _fast_password_hashing(settings) -> None:
 
 
 def nightly(now: dt.datetime, *, environ: dict[str, str] | None = None, ceiling: str = "12") -> Run:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     return start_nightly(seed=SEED, cost_ceiling_usd=Decimal(ceiling), now=now, environ=environ or {}, execute=True).run
 
@@ -45,7 +45,7 @@ def skipped_run(reference_catalog) -> Run:
 @pytest.fixture
 def replayed_run(reference_catalog, replay_executors) -> Run:
     """A nightly whose executions complete through the replay executor; every third reports no price."""
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     schedule = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("1000"), now=NIGHT, environ={}, execute=False).schedule
     for index, entry in enumerate(schedule.entries.order_by("position")):
@@ -110,7 +110,7 @@ def test_the_history_counts_each_classification(reader_client, replayed_run: Run
 
 
 def test_the_history_counts_pending_executions_once(reader_client, skipped_run: Run) -> None:
-    from runs.services import create_run
+    from runs.creation import create_run
     from schedules.services import Selection
 
     pending, _ = create_run(schedule=skipped_run.schedule, cost_ceiling_usd=Decimal("5"), selection=Selection(limit=3))
@@ -147,7 +147,8 @@ def test_the_history_row_notes_a_refresh_an_error_and_a_stop_at_the_ceiling(read
 
 
 def test_the_history_row_notes_the_executions_a_cancel_skipped(reader_client, reference_catalog) -> None:
-    from runs.services import cancel_run, create_run
+    from runs.actions import cancel_run
+    from runs.creation import create_run
     from schedules.services import Selection, schedule_for_night
 
     schedule, _ = schedule_for_night(seed=SEED, now=NIGHT)
@@ -256,7 +257,7 @@ def test_the_run_page_shows_unknown_for_an_unpriced_execution_never_zero(reader_
 
 
 def test_the_run_page_says_when_a_run_stopped_at_the_ceiling(reader_client, reference_catalog, replay_executors) -> None:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     schedule = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("1"), now=NIGHT, environ={}, execute=False).schedule
     for entry in schedule.entries.all():
@@ -341,7 +342,7 @@ def test_the_deepest_page_a_database_takes_is_asked_for_and_past_the_end(reader_
 def test_the_run_page_costs_the_same_queries_for_few_or_many_executions(
     reader_client, skipped_run: Run, django_assert_num_queries: Any
 ) -> None:
-    from runs.services import create_run
+    from runs.creation import create_run
     from schedules.services import Selection
 
     small, _ = create_run(

@@ -55,7 +55,7 @@ def test_tonight_without_a_saved_schedule_shows_the_preview_labelled_not_saved_y
 
 
 def test_tonight_with_a_saved_schedule_shows_it_and_its_runs(reader_client, reference_catalog) -> None:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     outcome = start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now(), environ={}, execute=True)
     html = reader_client.get(TONIGHT).content.decode()
@@ -68,7 +68,7 @@ def test_tonight_with_a_saved_schedule_shows_it_and_its_runs(reader_client, refe
 
 
 def test_tonight_ignores_a_schedule_saved_for_another_night(reader_client, reference_catalog) -> None:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     start_nightly(seed=SEED, cost_ceiling_usd=Decimal("12"), now=timezone.now() - dt.timedelta(days=1), environ={}, execute=False)
     assert "not saved yet" in reader_client.get(TONIGHT).content.decode()
@@ -77,7 +77,7 @@ def test_tonight_ignores_a_schedule_saved_for_another_night(reader_client, refer
 def test_tonight_is_the_nightly_schedule_not_a_selection_saved_later_on_another_rotation_day(reader_client, reference_catalog) -> None:
     """``nightly --rotation-day N --candidate X`` saves a second schedule for the same night:
     Tonight (page and API) keeps tonight's own rotation day and its nightly run."""
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
     from schedules.services import Selection
 
     now = timezone.now()
@@ -110,7 +110,7 @@ def test_tonight_lists_the_line_up_with_required_variable_names(reader_client, r
 
 
 def test_tonight_costs_the_same_queries_saved_or_not(reader_client, reference_catalog, django_assert_num_queries: Any) -> None:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     with django_assert_num_queries(7):  # session, user, titles, schedule lookup, then the preview: slots, candidates, cases
         reader_client.get(TONIGHT)
@@ -186,7 +186,7 @@ def test_coverage_costs_the_same_queries_for_a_small_or_large_catalog(
 
 
 def test_a_slot_without_candidates_never_breaks_the_night_and_is_shown_as_such(reader_client, reference_catalog) -> None:
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
 
     now = timezone.now()
     before = preview_schedule(seed=SEED, now=now)

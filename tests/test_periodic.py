@@ -17,6 +17,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 from django_q.models import Schedule as QSchedule
 
+from runs.nightly import start_nightly
 from runs.periodic import (
     NIGHTLY_TASK_FUNC,
     NIGHTLY_TASK_NAME,
@@ -24,7 +25,6 @@ from runs.periodic import (
     next_occurrence,
     parse_nightly_time,
 )
-from runs.services import start_nightly
 from schedules.building import rotation_day
 from schedules.models import Schedule
 from schedules.services import iso_timestamp, preview_schedule

@@ -252,7 +252,8 @@ def _finished_run(reference_catalog: None) -> Any:
     import datetime as dt
     from decimal import Decimal
 
-    from runs.services import create_run, execute_run
+    from runs.creation import create_run
+    from runs.dispatch import execute_run
     from schedules.services import Selection, schedule_for_night
 
     schedule, _ = schedule_for_night(

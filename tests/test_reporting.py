@@ -18,13 +18,14 @@ import pytest
 from django.utils import timezone
 
 import evalhub
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.evaluation.renderers import render_github_summary, render_json, render_junit, render_markdown, render_previous_bundle_section
 from runs.evaluation.reports import live_bundle
 from runs.evaluation.scoring import SCORING_VERSION
 from runs.executors.replay import REPLAY_CALLS, REPLAY_STORE
 from runs.models import Alert, Execution, Report, Run, RunLane, RunStatus, Scorecard
 from runs.reporting import alert_rows, export_report, prune_history, refresh_run, report_run, score_run
-from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 
@@ -393,3 +394,28 @@ def test_prune_history_refuses_an_absurd_retention() -> None:
 
     with pytest.raises(CommandError, match=r"--days must be from 1 to 36500 \(100 years\), not 99999999999999999999"):
         call_command("prune_history", "--days", "99999999999999999999")
+
+
+@pytest.mark.django_db
+def test_a_scorecard_a_concurrent_scorer_stored_first_stands(schedule, monkeypatch) -> None:
+    """Two scorers of the same run: the one-to-one key keeps the scorecard stored first, and the
+    other scorer stores every other one."""
+    from runs import reporting
+
+    run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), selection=Selection(limit=3))
+    execute_run(run, environ={})
+    Scorecard.objects.filter(execution__run=run).delete()
+    first = run.executions.order_by("position").first()
+    real = reporting._score
+
+    def meanwhile(pending: Any, **kwargs: Any) -> Any:
+        # The other scorer stores its scorecard of the first execution after this one read it as pending.
+        Scorecard.objects.create(execution=first, scoring_version="other", document={}, overall_score=0, gate_passed=False, passed=False)
+        return real(pending, **kwargs)
+
+    monkeypatch.setattr(reporting, "_score", meanwhile)
+    assert score_run(run) == 3
+    stored = dict(Scorecard.objects.filter(execution__run=run).values_list("execution_id", "scoring_version"))
+    assert len(stored) == 3
+    assert stored.pop(first.pk) == "other"
+    assert set(stored.values()) == {SCORING_VERSION}

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from candidates.models import Candidate
-from runs.services import start_nightly
+from runs.nightly import start_nightly
 from schedules.services import preview_schedule
 
 pytestmark = pytest.mark.django_db

@@ -14,10 +14,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import IntegrityError, transaction
 
-from runs import services
+from runs import actions, creation, dispatch, nightly
+from runs.actions import RunActionError, rerun_run
+from runs.creation import create_run
 from runs.executors.replay import REPLAY_STORE
 from runs.models import Run, RunStatus
-from runs.services import RunActionError, create_run, rerun_run, start_nightly
+from runs.nightly import start_nightly
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 
@@ -34,7 +36,7 @@ def cancelled(reference_catalog, replay_executors) -> Run:
     """A run of three codex-luna executions, cancelled before any ran: three skipped to re-run."""
     schedule, _ = schedule_for_night(seed=SEED, now=NOW, generated_at=DAY0)
     run, _ = create_run(schedule=schedule, cost_ceiling_usd=Decimal(12), selection=Selection(candidate_ids=("codex-luna",), limit=3))
-    services.cancel_run(run)
+    actions.cancel_run(run)
     run.refresh_from_db()
     return run
 
@@ -60,7 +62,7 @@ def test_once_the_first_rerun_ended_the_run_can_be_re_run_again(cancelled) -> No
     first = rerun_run(cancelled, scope="skipped")
     for execution in first.executions.select_related("entry"):
         REPLAY_STORE[execution.execution_id] = completed_observation(execution.entry.to_document())
-    services.execute_run(first, environ=ENVIRON)
+    dispatch.execute_run(first, environ=ENVIRON)
     assert Run.objects.get(pk=first.pk).status == RunStatus.FINISHED
     second = rerun_run(cancelled, scope="skipped")
     assert second.pk != first.pk and second.status == RunStatus.PENDING
@@ -77,9 +79,9 @@ def test_two_reruns_racing_past_the_check_get_one_run_and_a_clear_refusal(cancel
     """Both requests see no earlier re-run (the check ran before either wrote): the constraint
     lets one insert in, the other is refused with the same message, and nothing half-made stays."""
     first = rerun_run(cancelled, scope="skipped")
-    real = services._unfinished_rerun_problem
+    real = actions._unfinished_rerun_problem
     calls = iter([None])
-    monkeypatch.setattr(services, "_unfinished_rerun_problem", lambda run: next(calls, None) or real(run))
+    monkeypatch.setattr(actions, "_unfinished_rerun_problem", lambda run: next(calls, None) or real(run))
     with pytest.raises(RunActionError) as caught:
         rerun_run(cancelled, scope="skipped")
     assert str(caught.value) == busy_message(cancelled, first)
@@ -120,7 +122,7 @@ def test_the_cli_refuses_the_second_rerun(cancelled) -> None:
 # --- nightly --execute over a selection ------------------------------------------------------------
 
 
-def selection_night(selection: Selection, **kwargs) -> services.NightlyOutcome:
+def selection_night(selection: Selection, **kwargs) -> nightly.NightlyOutcome:
     return start_nightly(
         seed=SEED, cost_ceiling_usd=Decimal(12), now=NOW, environ=ENVIRON, execute=True, generated_at=DAY0, selection=selection, **kwargs
     )
@@ -129,8 +131,8 @@ def selection_night(selection: Selection, **kwargs) -> services.NightlyOutcome:
 def held_selection_run(selection: Selection) -> Run:
     """What the first ``nightly --execute --candidate ...`` holds while it executes: its manual run, claimed just now."""
     schedule, _ = schedule_for_night(seed=SEED, now=NOW, generated_at=DAY0)
-    run, created = services._selection_run(schedule, cost_ceiling_usd=Decimal(12), selection=selection)
-    assert created and services.claim_run(run)
+    run, created = nightly._selection_run(schedule, cost_ceiling_usd=Decimal(12), selection=selection)
+    assert created and creation.claim_run(run)
     return run
 
 
@@ -163,7 +165,7 @@ def test_a_pending_selection_run_nobody_claimed_is_executed_not_duplicated(refer
     died in between) is claimed and executed by the next delivery."""
     schedule, _ = schedule_for_night(seed=SEED, now=NOW, generated_at=DAY0)
     selection = Selection(candidate_ids=("codex-luna",), limit=2)
-    left, _ = services._selection_run(schedule, cost_ceiling_usd=Decimal(12), selection=selection)
+    left, _ = nightly._selection_run(schedule, cost_ceiling_usd=Decimal(12), selection=selection)
     for execution in left.executions.select_related("entry"):
         REPLAY_STORE[execution.execution_id] = completed_observation(execution.entry.to_document())
     outcome = selection_night(selection)

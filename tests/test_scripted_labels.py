@@ -18,6 +18,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.evaluation.exports import EXPORT_FORMATS, export_file_name
 from runs.evaluation.observations import provenance, unavailable_observation
 from runs.evaluation.renderers import SCRIPTED_NOTICE, render_junit, render_markdown
@@ -25,7 +27,6 @@ from runs.evaluation.reports import live_bundle, scripted_bundle
 from runs.executors.replay import REPLAY_STORE
 from runs.models import Report, Run, RunLane
 from runs.reporting import export_report, report_run
-from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 

@@ -15,10 +15,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.alerting import deliver_report_alerts
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.evaluation.stats import wilson_interval
 from runs.models import Alert, ChannelKind, NotificationChannel, Report, Run
+from runs.nightly import start_nightly
 from runs.reporting import alert_rows, refresh_run
-from runs.services import create_run, execute_run, start_nightly
 from runs.signal import SIGNIFICANT_REGRESSION, bundle_signal, signal_config
 from schedules.models import ScheduleEntry
 from schedules.services import Selection

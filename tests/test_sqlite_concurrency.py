@@ -121,8 +121,9 @@ def _pragmas() -> dict[str, Any]:
 
 def scenario_claim_race(trials: int = 5) -> dict[str, Any]:
     """Two threads call ``claim_run`` on the same pending run at the same moment, ``trials`` times."""
+    from runs.creation import claim_run, create_run
     from runs.models import Run
-    from runs.services import claim_run, create_run, start_nightly
+    from runs.nightly import start_nightly
     from schedules.services import Selection
 
     _catalog()
@@ -147,7 +148,7 @@ def scenario_claim_race(trials: int = 5) -> dict[str, Any]:
 def scenario_nightly_race() -> dict[str, Any]:
     """Two deliveries of tonight's nightly at the same moment, with a runtime that takes time."""
     from runs.models import Attempt, Execution, Run
-    from runs.services import start_nightly
+    from runs.nightly import start_nightly
     from schedules.models import Schedule
 
     _catalog()
@@ -178,8 +179,10 @@ def scenario_record_while_admin_saves(saves: int = 8, pause_s: float = 0.05) -> 
     """One thread executes a run (recording executions) while another saves a candidate the way the
     admin does: in one transaction, read (full_clean's uniqueness queries), pause, write."""
     from candidates.models import Candidate
+    from runs.creation import create_run
+    from runs.dispatch import execute_run
     from runs.models import Execution
-    from runs.services import create_run, execute_run, start_nightly
+    from runs.nightly import start_nightly
     from schedules.services import Selection
 
     _catalog()
@@ -217,8 +220,10 @@ def scenario_record_while_admin_saves(saves: int = 8, pause_s: float = 0.05) -> 
 def scenario_reservation_race(workers: int = 8, fits: int = 3) -> dict[str, Any]:
     """``workers`` threads each run one execution of the same run at the same moment, under a
     ceiling that fits ``fits`` worst cases ($1.50 each for codex-luna)."""
+    from runs.creation import claim_run, create_run
+    from runs.execution import execute_execution
     from runs.models import Execution, Run
-    from runs.services import claim_run, create_run, execute_execution, start_nightly
+    from runs.nightly import start_nightly
     from schedules.services import Selection
 
     _catalog()

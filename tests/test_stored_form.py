@@ -1,4 +1,4 @@
-"""The stored form of an observation (``runs.services._stored_form``): redacted and with
+"""The stored form of an observation (``runs.stored_observations.stored_form``): redacted and with
 non-finite numbers as null, exactly ``finite_json(redact_data(...))`` whatever the document, in
 one walk for plain JSON and in the two walks for anything else."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from evalhub.secrets import REDACTION, redact_data
-from runs import services
+from runs import stored_observations
 from runs.evaluation.observations import finite_json
 from tests.builders import completed_observation
 
@@ -66,14 +66,14 @@ DOCUMENTS = {
 def test_the_stored_form_is_the_two_walks_result(name: str) -> None:
     document = DOCUMENTS[name]
     expected = finite_json(redact_data(document, extra_values=[SECRET_VALUE]))
-    assert typed(services._stored_form(document, [SECRET_VALUE])) == typed(expected)
+    assert typed(stored_observations.stored_form(document, [SECRET_VALUE])) == typed(expected)
 
 
 def test_the_stored_form_is_a_copy_that_leaves_the_document_alone() -> None:
     document = completed_observation(ENTRY, cost_usd=float("nan"))
     document["note"] = OPENAI
     before = typed(document)
-    stored = services._stored_form(document, [])
+    stored = stored_observations.stored_form(document, [])
     assert typed(document) == before
     assert stored["note"] == REDACTION and stored["metrics"].get("costUsd", "absent") in (None, "absent")
     assert stored["metrics"] is not document["metrics"]
@@ -83,11 +83,11 @@ def test_a_plain_document_takes_one_walk(monkeypatch: pytest.MonkeyPatch) -> Non
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the two walks were taken")
 
-    monkeypatch.setattr(services, "redact_data", refuse)
-    services._stored_form(DOCUMENTS["completed"], [SECRET_VALUE])
-    services._stored_form(DOCUMENTS["secrets in values and keys"], [SECRET_VALUE])
+    monkeypatch.setattr(stored_observations, "redact_data", refuse)
+    stored_observations.stored_form(DOCUMENTS["completed"], [SECRET_VALUE])
+    stored_observations.stored_form(DOCUMENTS["secrets in values and keys"], [SECRET_VALUE])
     with pytest.raises(AssertionError, match="two walks"):
-        services._stored_form(DOCUMENTS["a tuple"], [SECRET_VALUE])
+        stored_observations.stored_form(DOCUMENTS["a tuple"], [SECRET_VALUE])
 
 
 def _invalid_observations() -> dict[str, Any]:
@@ -129,12 +129,12 @@ def test_a_document_the_one_walk_leaves_is_checked_with_its_walk(monkeypatch: py
         plain_checks.append(document)
         return original(document, **kwargs)
 
-    monkeypatch.setattr(services, "validate_plain_observation", spy)
+    monkeypatch.setattr(stored_observations, "validate_plain_observation", spy)
     document = completed_observation(ENTRY, cost_usd=0.01)
-    assert services._checked_stored_form(document, [])[1] == []
+    assert stored_observations.checked_stored_form(document, [])[1] == []
     assert len(plain_checks) == 1
     huge = {**document, "metrics": {**document["metrics"], "latencyMs": 10**400}}
-    stored, problems, text = services._checked_stored_form(huge, [])
+    stored, problems, text = stored_observations.checked_stored_form(huge, [])
     assert stored is None and text is None and problems == observation_schema.validate_observation(huge)
     assert any("latencyMs" in problem for problem in problems)
     assert len(plain_checks) == 1

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from runs.services import RunSummary
+from runs.creation import RunSummary
 
 pytestmark = pytest.mark.database_free
 

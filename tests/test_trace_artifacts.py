@@ -20,10 +20,11 @@ from django.urls import reverse
 
 from evalhub import reference_data
 from evalhub.secrets import redact
+from runs.creation import create_run
+from runs.dispatch import execute_run
 from runs.executors.base import ExecutionRequest, Executor, InfrastructureError
 from runs.executors.trace import TraceRecorder, read_artifact, summarize_ndjson
 from runs.models import Attempt, Execution, Run, RunLane, TraceArtifact
-from runs.services import create_run, execute_run
 from schedules.services import Selection, schedule_for_night
 from tests.builders import completed_observation
 
@@ -144,7 +145,7 @@ def test_a_final_infrastructure_failure_and_a_crash_keep_their_traces(reference_
 def test_a_trace_its_recorder_left_dirty_is_scrubbed_before_it_is_stored(reference_catalog, caplog) -> None:
     leaky = succeed(2, scrub=lambda text: text, text=f"keys {OPENAI_VALUE} {OPENROUTER_VALUE}")
 
-    with caplog.at_level(logging.WARNING, logger="runs.services"):
+    with caplog.at_level(logging.WARNING, logger="runs.settlement"):
         execution = one_execution(leaky)
 
     trace = execution.traces.get()
@@ -166,7 +167,7 @@ def test_a_malformed_artifact_loses_the_trace_not_the_execution(reference_catalo
         request.artifacts.store_trace(object())
         return completed_observation(dict(request.entry))
 
-    with caplog.at_level(logging.WARNING, logger="runs.services"):
+    with caplog.at_level(logging.WARNING, logger="runs.settlement"):
         execution = one_execution(step)
 
     assert execution.classification == "completed"

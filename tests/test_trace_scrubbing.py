@@ -165,7 +165,7 @@ def test_the_recorder_and_the_second_scrub_store_only_json_frames() -> None:
 
     for raw in _recorded(leaky, scrub=redact):
         json.loads(raw)
-    # The orchestration scrubs once more with the run's secret values (runs.services._trace_row).
+    # The orchestration scrubs once more with the run's secret values (runs.settlement.trace_row).
     clean, _ = rescrub_artifact(recorder.artifact(), lambda text: redact(text, extra_values=[KEY]))
     for line in gunzip(clean.data).splitlines():
         record = json.loads(line)

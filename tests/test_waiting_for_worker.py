@@ -21,7 +21,7 @@ NOTICE = 'class="no-worker notice notice-warn"'
 @pytest.fixture
 def queued_night(dispatched_night):
     """The night's 40 executions with their tasks on the queue (``dispatched_at`` set, as
-    ``runs.services.dispatch_executions`` records once its transaction commits)."""
+    ``runs.queueing.dispatch_executions`` records once its transaction commits)."""
     Execution.objects.filter(run=dispatched_night).update(dispatched_at=timezone.now())
     return dispatched_night
 

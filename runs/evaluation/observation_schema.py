@@ -27,7 +27,7 @@ each; docs/scoring.md lists every rule. ``check_observation`` raises ``Observati
 carrying the reference message when the reference rejects the document (else a summary of the
 blocking problems) and the full problem list.
 
-Where stored observations are written (runs/services.py) the full ``validate_observation`` still
+Where stored observations are written (runs/stored_observations.py) the full ``validate_observation`` still
 applies: evalhub's own executors always produce complete documents. ``base`` must have the
 shape of the legacy observation (the reference's ``EvalObservation`` type) and numbers must be
 finite: scoring reads those fields, and where a missing or mistyped one would make the
@@ -453,7 +453,7 @@ def validate_observation(observation: Any, *, case_ids: Iterable[str] | None = N
 def validate_plain_observation(observation: dict[str, Any], *, case_ids: Iterable[str] | None = None) -> list[str]:
     """:func:`validate_observation` of a document the caller built of plain JSON values only —
     dicts with text keys, lists, text, booleans, None, finite floats and ints within ±1e308, the
-    exact types (what the orchestration's stored form is made of, ``runs.services._stored_form``)
+    exact types (what the orchestration's stored form is made of, ``runs.stored_observations.stored_form``)
     — without walking it again to find that out. The same problems, in the same order, as
     :func:`validate_observation` for such a document."""
     return _validation_problems(observation, catalog_case_ids(case_ids), [], list(_rule_problems(observation)))

@@ -122,7 +122,7 @@ def runtime_problems() -> list[str]:
 
 def remove_abandoned_work() -> list[Path]:
     """Every executor's :meth:`Executor.remove_abandoned_work`: what executions of a killed
-    process left, removed (``runs.services.recover_before_executing``). The built-in executors
+    process left, removed (``runs.recovery.recover_before_executing``). The built-in executors
     are asked even when the registry points their adapters elsewhere (tests, a replay machine):
     what a killed process left before the switch is still on the disk."""
     return [folder for hook in _each_hook("remove_abandoned_work", with_defaults=True) for folder in hook()]

@@ -3,7 +3,7 @@
 Executors follow Django's backend pattern (docs/STYLE.md §5): a base class with one method to
 override and one error type with a ``retryable`` flag. The orchestration around them
 (qualification, cost ceiling, retry once, fallback observation, redaction) lives in
-``runs.services`` and is written once.
+``runs.execution`` and is written once.
 
 Besides :meth:`Executor.execute`, an executor class may answer what the app asks of every
 registered executor through the registry (``runs.executors``): :meth:`Executor.system_checks`

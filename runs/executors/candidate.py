@@ -3,7 +3,7 @@
 A schedule stores each candidate as the reference's candidate document (``candidates.models.
 Candidate.to_document``), and that JSON is the schema: stored schedules are read as they are.
 What an execution needs of it — who the candidate is, its qualification, its budget — is parsed
-from it once, where the execution reads its snapshot (``runs.services``), and handed on typed:
+from it once, where the execution reads its snapshot (``runs.execution.qualify``), and handed on typed:
 in :class:`runs.executors.base.ExecutionRequest`, to the live harness, to the orchestration's
 attempt and cost rules. The four budget limits sit side by side in :class:`Budget`, with the one
 set of defaults every reader shares.

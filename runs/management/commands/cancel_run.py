@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from evalhub.commands import DatabaseCommand
+from runs.actions import RunActionError, cancel_run
 from runs.models import Run
-from runs.services import RunActionError, cancel_run
 
 
 class Command(DatabaseCommand):

@@ -9,9 +9,11 @@ from django.core.management.base import CommandError
 from django.db import transaction
 
 from evalhub.commands import DatabaseCommand
-from runs.management.commands.nightly import missing_credentials_hint, missing_variables, run_candidates
+from runs.actions import RunActionError, rerun_run
+from runs.dispatch import dispatch_run, execute_run
 from runs.models import RerunScope, Run
-from runs.services import RunActionError, dispatch_run, execute_run, recover_before_executing, rerun_run
+from runs.nightly import missing_credentials_hint, missing_variables, run_candidates
+from runs.recovery import recover_before_executing
 
 
 class Command(DatabaseCommand):
