@@ -27,6 +27,12 @@ from tests.builders import completed_observation
 
 pytestmark = [pytest.mark.django_db, pytest.mark.fuzz]
 
+#: schemathesis's pytest plugin (it makes one test per operation of ``schema.parametrize()``), which
+#: ``pyproject.toml`` keeps out of pytest (``-p no:schemathesis``, and Hypothesis's ``-p
+#: no:hypothesispytest``) for every other module: importing them costs seconds, and only this
+#: module uses them. Hypothesis's plugin adds statistics and options, nothing these tests read.
+pytest_plugins = ["schemathesis.pytest.plugin"]
+
 #: Examples per operation and user (derandomized, so every run sends the same requests): enough
 #: for each parameter's edge cases, about two CPU-minutes for the whole module.
 EXAMPLES = 5

@@ -11,9 +11,12 @@ from runs.queries import leaderboard
 from tests.browser_night import Nights
 from tests.browser_support import SCREENSHOTS, look_at, y_tick_labels
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+#: The tests that change nothing in the database read their module's nights, built once
+#: (``shared_nights``, tests/conftest.py); the others build their own in a transactional database.
+pytestmark = [pytest.mark.browser]
 
 
+@pytest.mark.shared_nights
 def test_the_leaderboard_sorts_by_a_clicked_heading_and_marks_the_best_value(signed_in, live_server, nights: Nights) -> None:
     page = signed_in
     look = look_at(page, f"{live_server.url}/leaderboard/", "leaderboard-sorted", folder="checks")
@@ -40,6 +43,7 @@ def test_the_leaderboard_sorts_by_a_clicked_heading_and_marks_the_best_value(sig
     assert y_tick_labels(chart) == ["0%", "25%", "50%", "75%", "100%"]
 
 
+@pytest.mark.shared_nights
 def test_the_leaderboard_reads_unknown_cost_and_skips_as_such(signed_in, live_server, nights: Nights) -> None:
     signed_in.goto(f"{live_server.url}/leaderboard/")
     sol = signed_in.locator('tr[data-candidate="acpx-codex-sol"] td.cost-per-pass').inner_text()
@@ -126,6 +130,7 @@ def test_a_run_deleted_while_its_page_is_open_says_so_and_stops_polling(signed_i
     assert state.inner_text() == "this run no longer exists (it was deleted since the page was opened)"
 
 
+@pytest.mark.shared_nights
 def test_a_signed_out_page_says_so_instead_of_retrying(signed_in, live_server, nights: Nights) -> None:
     page = signed_in
     run = nights.pending

@@ -22,7 +22,9 @@ from runs.queries import TrendPoint
 from tests.browser_night import Nights
 from tests.browser_support import DESKTOP, PHONE, SCREENSHOTS, broken_links, charts_on, look_at, overlapping_axis_texts, y_tick_labels
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+#: The tests that change nothing in the database read their module's nights, built once
+#: (``shared_nights``, tests/conftest.py); the others build their own in a transactional database.
+pytestmark = [pytest.mark.browser]
 
 
 def _execution(nights: Nights, classification: str) -> int:
@@ -67,8 +69,8 @@ PAGES: dict[str, Callable[[Nights], str]] = {
 }
 
 
-#: The pages in groups of about five: one set of nights is built per group (a few seconds), and
-#: the groups spread over the xdist workers.
+#: The pages in groups of about five, spread over the xdist workers (each worker builds the
+#: module's nights once, a few seconds).
 GROUPS = {
     "runs": ["runs", "run-tonight", "run-past", "run-scripted", "run-pending"],
     "executions": ["execution-skipped", "execution-completed", "execution-infrastructure", "execution-scripted"],
@@ -92,6 +94,7 @@ def test_the_groups_hold_every_page_once() -> None:
     assert sorted(grouped) == sorted(PAGES)
 
 
+@pytest.mark.shared_nights
 @pytest.mark.parametrize("group", GROUPS)
 def test_every_page_reads_cleanly_at_desktop_and_phone_width(signed_in, live_server, nights: Nights, group: str) -> None:
     problems: list[str] = []
@@ -116,9 +119,10 @@ def test_the_sign_in_page_reads_cleanly(browser, live_server, transactional_db) 
     assert look.problems() == []
 
 
-# --- what a person reads (a few checks per test: each test builds its nights) -------------------
+# --- what a person reads (a few checks per test) --------------------------------------------------
 
 
+@pytest.mark.shared_nights
 def test_skipped_scripted_and_unknown_cost_read_as_such(signed_in, live_server, nights: Nights) -> None:
     page = signed_in
     # A skipped execution: a grey "Skipped" note naming the missing variable, no red box, no fail badges.
@@ -145,6 +149,7 @@ def test_skipped_scripted_and_unknown_cost_read_as_such(signed_in, live_server, 
     assert page.locator(f"#execution-{skip.pk} td.verdict").inner_text() == "skipped"
 
 
+@pytest.mark.shared_nights
 def test_charts_the_admin_tools_link_the_favicon_and_the_screenshots(signed_in, live_server, nights: Nights) -> None:
     page = signed_in
     # The latency chart plots measured nights only, in seconds, with distinct, readable ticks.
@@ -176,6 +181,7 @@ def test_charts_the_admin_tools_link_the_favicon_and_the_screenshots(signed_in, 
     assert page.context.request.get(f"{live_server.url}/favicon.ico").status == 200
 
 
+@pytest.mark.shared_nights
 def test_the_candidate_charts_fit_a_phone_and_keep_their_desktop_layout(signed_in, live_server, nights: Nights) -> None:
     """At 390 px each chart is drawn within its box, no wider, with every label whole and at
     reading size, and "no data" in the middle of the plot; at 1366 px it is the wide layout."""
@@ -200,6 +206,7 @@ def test_the_candidate_charts_fit_a_phone_and_keep_their_desktop_layout(signed_i
             assert abs(no_data["x"] + no_data["width"] / 2 - middle) < 2
 
 
+@pytest.mark.shared_nights
 def test_a_run_at_a_phone_width_keeps_its_command_whole_and_says_the_table_scrolls(signed_in, live_server, nights: Nights) -> None:
     """At 390 px the skipped banner's ``manage.py rerun N --skipped`` stays on one line, and the
     executions table, which scrolls sideways, has a line above it saying so and a shadow on its

@@ -1,4 +1,4 @@
-"""The ``database_free`` mark cannot hide a test that uses the database (tests/conftest.py)."""
+"""The ``database_free`` and ``runtime`` marks cannot hide a test that uses the database (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -44,3 +44,19 @@ def test_database_free_tests_and_database_tests_without_the_mark_pass() -> None:
         _Item("tests/test_x.py::test_marked", {"django_db"}),
     ]
     pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        _Item("tests/test_x.py::test_db", {"runtime"}, ["db", "tmp_path"]),
+        _Item("tests/test_x.py::test_marked", {"runtime", "django_db"}),
+    ],
+    ids=lambda item: item.nodeid.rsplit("::", 1)[1],
+)
+def test_a_runtime_test_that_asks_for_the_database_is_refused_too(item: _Item) -> None:
+    """CI's PostgreSQL pass leaves ``runtime`` tests out as well: a test that drives a runtime and
+    records what it did in the database stays unmarked, and runs on both databases."""
+    with pytest.raises(pytest.UsageError, match="marked runtime but uses the database") as refused:
+        pytest_collection_modifyitems(None, [_Item("tests/test_x.py::test_cli", {"runtime"}, ["tmp_path"]), item])  # type: ignore[arg-type]
+    assert item.nodeid in str(refused.value) and "test_cli" not in str(refused.value)

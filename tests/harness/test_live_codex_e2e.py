@@ -1,6 +1,6 @@
 """End-to-end: the real ``codex app-server`` against the scripted model, through the DB-free CLI.
 
-Every test runs ``python -m runs.executors.live run-case`` as a subprocess (``tests/harness/live_support.py``),
+Every run is ``python -m runs.executors.live run-case`` as a subprocess (``tests/harness/live_support.py``),
 inside a loopback-only network namespace when ``unshare -n`` works here (otherwise it runs
 without one and a warning in the test output says so). The model key is a fake value passed as
 ``OPENAI_API_KEY``. Covered: the twelve cases with their well-behaved scripts are
@@ -9,9 +9,13 @@ docs/live-evaluation.md lists; provider errors give their codes and retryable fl
 stops; restart-and-resume; cancel; the echoed key and secret-shaped text are scrubbed from the
 result, the trace artifact and the process output; no connection leaves loopback.
 
-Scripts for the failure scenarios live in ``tests/fixtures/live-scripts/``; scripts that must carry
-a per-test random fake key are written to ``tmp_path``. Skipped only when the codex binary is
-missing (``npm ci`` installs it).
+Scripts for the failure scenarios live in ``tests/fixtures/live-scripts/``; the echo script, which
+carries the module's random fake key, is written beside the runs. Like the opencode and ACP
+modules, this one runs every execution its selected tests read at once (:class:`CliRuns`, four at
+a time: a run is mostly codex starting and the scripted model's pauses) before the first test waits
+for its own, and the tests that look at the same case read the same run; all of them stay on one
+xdist worker (``xdist_group``: the suite runs with ``--dist loadgroup``). Skipped only when the
+codex binary is missing (``npm ci`` installs it).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import pytest
 from tests.harness.live_support import (
     CODEX,
     PROVIDER_ERRORS,
-    STRACE,
+    CliRuns,
     alive,
     assert_budget_exceeded,
     assert_budget_reached,
@@ -44,24 +48,31 @@ from tests.harness.live_support import (
     case_ids,
     describe,
     misbehaving_scripts,
+    module_runs,
     random_key,
     reference_candidate,
     require_loopback_only_namespace,
     run_case_held_by_the_model,
-    run_cli,
-    scenario_options,
     score,
     secret_shaped,
-    write_echo_script,
+    submit_scenario,
 )
 from tests.harness.test_observe import MISBEHAVING as MISBEHAVING_TABLE
 
 pytestmark = [
     pytest.mark.runtime,
+    pytest.mark.xdist_group("codex-e2e"),
     pytest.mark.skipif(not CODEX.exists(), reason=f"the codex runtime is not installed ({CODEX} is missing; run `npm ci`)"),
 ]
 
-CANDIDATE = reference_candidate("codex-luna")
+CANDIDATE_ID = "codex-luna"
+CANDIDATE = reference_candidate(CANDIDATE_ID)
+#: Runs at once: a run is codex starting (~1 s), the MCP handshake and the scripts' pauses.
+WORKERS = 4
+#: Seconds one run may take (a run takes 1-6 s alone, more four at a time on a loaded machine).
+RUN_TIMEOUT_S = 300
+KEY = random_key()
+SHAPED = secret_shaped()
 
 #: docs/live-evaluation.md §4: misbehaving script → (case, failure code, the exact failing checks);
 #: the same table the fake-runtime tests use, so the real binary must fail exactly as they do.
@@ -76,12 +87,63 @@ def _assert_candidate_failure(run: Any, code: str, expected: set[str]) -> dict[s
     return assert_candidate_failure(run, code, expected, CANDIDATE)
 
 
+def _runs_of(item: pytest.Item) -> list[str]:
+    """The runs a test reads, from its name and parameters (see :func:`_submit`)."""
+    name = getattr(item, "originalname", item.name)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if name == "test_well_behaved_case_completes_and_scores_passed":
+        return [f"case:{params['case_id']}"]
+    if name == "test_misbehaving_script_fails_exactly_its_checks":
+        return [f"misbehaving:{params['script']}"]
+    if name == "test_provider_error_is_an_infrastructure_failure_with_its_code":
+        return [f"provider:{params['script']}"]
+    return {
+        "test_runs_are_isolated_in_a_loopback_only_namespace": ["case:final-response"],
+        "test_forbidden_call_fails_only_control_plane_owned_and_the_hard_gate": ["misbehaving:cancellation-permissions--forbidden-call"],
+        "test_usage_over_a_small_token_budget_stops_the_candidate": ["budget:over"],
+        "test_usage_exactly_at_the_token_budget_is_budget_reached": ["budget:exact"],
+        "test_restart_resumes_the_same_thread": ["case:restart-recovery"],
+        "test_cancel_interrupts_the_active_turn": ["case:cancellation-permissions"],
+        "test_echoed_key_and_secret_shaped_text_are_scrubbed_everywhere": ["echo"],
+        "test_no_fragment_of_the_echoed_key_is_left_in_any_frame": ["echo"],
+        "test_no_connection_attempt_leaves_loopback": ["strace"],
+    }.get(name, [])
+
+
+def _submit(runs: CliRuns, name: str, root: Path) -> None:
+    """Run ``<scenario>`` (:func:`submit_scenario`) on the candidate."""
+    submit_scenario(
+        runs,
+        name,
+        name,
+        root,
+        misbehaving_cases=MISBEHAVING_EXPECTED,
+        key=KEY,
+        shaped=SHAPED,
+        strace_log=root / "connect.strace",
+        candidate=CANDIDATE_ID,
+        timeout_s=RUN_TIMEOUT_S,
+    )
+
+
+def _slowest_first(name: str) -> tuple[bool, str]:
+    """The restarts, the budget scripts (which wait on the model) and the traced run first, then the rest."""
+    return not name.startswith(("case:restart", "budget", "strace")), name
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Every run the selected tests of this module read, started at once."""
+    root = tmp_path_factory.mktemp("codex-e2e")
+    yield from module_runs(request, root, runs_of=_runs_of, submit=_submit, workers=WORKERS, order=_slowest_first)
+
+
 # ------------------------------------------------------------------ isolation
 
 
-def test_runs_are_isolated_in_a_loopback_only_namespace(tmp_path: Path) -> None:
+def test_runs_are_isolated_in_a_loopback_only_namespace(runs: CliRuns) -> None:
     require_loopback_only_namespace()
-    run = run_cli("final-response", tmp_path)
+    run = runs.get("case:final-response")
     assert run.isolated is True
     assert run.result["scripted"] is True
 
@@ -90,8 +152,8 @@ def test_runs_are_isolated_in_a_loopback_only_namespace(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("case_id", case_ids())
-def test_well_behaved_case_completes_and_scores_passed(case_id: str, tmp_path: Path) -> None:
-    run = run_cli(case_id, tmp_path)
+def test_well_behaved_case_completes_and_scores_passed(case_id: str, runs: CliRuns) -> None:
+    run = runs.get(f"case:{case_id}")
     assert_completed_and_passed(run, case_id, CANDIDATE)
     # Against the scripted model the observation says so itself: a fixture, never a live model.
     assert run.observation["base"]["provenance"] == {"source": "fixture", "behavior": f"scripted-model:{case_id}"}
@@ -107,26 +169,23 @@ def test_every_misbehaving_script_has_an_expectation() -> None:
 
 
 @pytest.mark.parametrize("script", misbehaving_scripts())
-def test_misbehaving_script_fails_exactly_its_checks(script: str, tmp_path: Path) -> None:
-    case_id, code, expected = MISBEHAVING_EXPECTED[script]
-    run = run_cli(case_id, tmp_path, **scenario_options("misbehaving", script))
-    _assert_candidate_failure(run, code, expected)
+def test_misbehaving_script_fails_exactly_its_checks(script: str, runs: CliRuns) -> None:
+    _, code, expected = MISBEHAVING_EXPECTED[script]
+    _assert_candidate_failure(runs.get(f"misbehaving:{script}"), code, expected)
 
 
-def test_forbidden_call_fails_only_control_plane_owned_and_the_hard_gate(
-    tmp_path: Path,
-) -> None:
+def test_forbidden_call_fails_only_control_plane_owned_and_the_hard_gate(runs: CliRuns) -> None:
     script = "cancellation-permissions--forbidden-call"
-    case_id, code, expected = MISBEHAVING_EXPECTED[script]
-    assert_forbidden_call_fails(run_cli(case_id, tmp_path, **scenario_options("misbehaving", script)), code, expected, CANDIDATE)
+    _, code, expected = MISBEHAVING_EXPECTED[script]
+    assert_forbidden_call_fails(runs.get(f"misbehaving:{script}"), code, expected, CANDIDATE)
 
 
 # ------------------------------------------------------------------ 3. provider errors
 
 
 @pytest.mark.parametrize(("script", "code", "retryable"), PROVIDER_ERRORS, ids=[p[0] for p in PROVIDER_ERRORS])
-def test_provider_error_is_an_infrastructure_failure_with_its_code(script: str, code: str, retryable: bool, tmp_path: Path) -> None:
-    run = run_cli("final-response", tmp_path, **scenario_options("provider", script))
+def test_provider_error_is_an_infrastructure_failure_with_its_code(script: str, code: str, retryable: bool, runs: CliRuns) -> None:
+    run = runs.get(f"provider:{script}")
     assert_provider_failure(run, code, retryable, "codex app-server")
     # codex is configured not to retry on its own: one model request, the retry is the executor's.
     assert run.result["modelRequests"] == 1, run.describe()
@@ -137,14 +196,14 @@ def test_provider_error_is_an_infrastructure_failure_with_its_code(script: str, 
 # ------------------------------------------------------------------ 4. budget stop
 
 
-def test_usage_over_a_small_token_budget_stops_the_candidate(tmp_path: Path) -> None:
-    run = run_cli("final-response", tmp_path, **scenario_options("budget", "over"))
+def test_usage_over_a_small_token_budget_stops_the_candidate(runs: CliRuns) -> None:
+    run = runs.get("budget:over")
     observation = assert_budget_exceeded(run, CANDIDATE, total_tokens=660 + 2200)
     assert "turn.interrupted" in observation["observedPrpEventTypes"]
 
 
-def test_usage_exactly_at_the_token_budget_is_budget_reached(tmp_path: Path) -> None:
-    observation = assert_budget_reached(run_cli("final-response", tmp_path, **scenario_options("budget", "exact")))
+def test_usage_exactly_at_the_token_budget_is_budget_reached(runs: CliRuns) -> None:
+    observation = assert_budget_reached(runs.get("budget:exact"))
     # The stop interrupted the turn before the result: no second model answer was used for work.
     assert "run.result.accepted" not in observation["observedPrpEventTypes"]
     assert _score(observation)["overall"]["passed"] is False
@@ -171,8 +230,8 @@ def _responses(frames: list[dict[str, Any]], direction: str, ids: set[Any]) -> l
     ]
 
 
-def test_restart_resumes_the_same_thread(tmp_path: Path) -> None:
-    run = run_cli("restart-recovery", tmp_path)
+def test_restart_resumes_the_same_thread(runs: CliRuns) -> None:
+    run = runs.get("case:restart-recovery")
     observation = run.observation
     assert run.error is None and observation["classification"] == "completed", run.describe()
 
@@ -207,8 +266,8 @@ def test_restart_resumes_the_same_thread(tmp_path: Path) -> None:
     assert "session.resumed" in interpreted
 
 
-def test_cancel_interrupts_the_active_turn(tmp_path: Path) -> None:
-    run = run_cli("cancellation-permissions", tmp_path)
+def test_cancel_interrupts_the_active_turn(runs: CliRuns) -> None:
+    run = runs.get("case:cancellation-permissions")
     observation = run.observation
     assert run.error is None and observation["classification"] == "completed", run.describe()
 
@@ -236,17 +295,8 @@ def test_cancel_interrupts_the_active_turn(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ 6. the echoed key
 
 
-def _echo_run(tmp_path: Path) -> tuple[Any, str, str]:
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    key, shaped = random_key(), secret_shaped()
-    write_echo_script(scripts, shaped)
-    run = run_cli("final-response", tmp_path, scripts=scripts, script="echo-key", key=key)
-    return run, key, shaped
-
-
-def test_echoed_key_and_secret_shaped_text_are_scrubbed_everywhere(tmp_path: Path) -> None:
-    run, key, shaped = _echo_run(tmp_path)
+def test_echoed_key_and_secret_shaped_text_are_scrubbed_everywhere(runs: CliRuns) -> None:
+    run, key, shaped = runs.get("echo"), KEY, SHAPED
     assert run.error is None, run.describe()
     assert run.observation["classification"] == "completed", run.describe()
     frames = run.frames()
@@ -272,8 +322,8 @@ def test_echoed_key_and_secret_shaped_text_are_scrubbed_everywhere(tmp_path: Pat
     assert_secrets_left_nowhere(run, key, shaped)
 
 
-def test_no_fragment_of_the_echoed_key_is_left_in_any_frame(tmp_path: Path) -> None:
-    run, key, _ = _echo_run(tmp_path)
+def test_no_fragment_of_the_echoed_key_is_left_in_any_frame(runs: CliRuns) -> None:
+    run, key = runs.get("echo"), KEY
     assert run.error is None, run.describe()
     assert_no_key_fragment(run, key)
 
@@ -282,13 +332,11 @@ def test_no_fragment_of_the_echoed_key_is_left_in_any_frame(tmp_path: Path) -> N
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed: connect() calls cannot be traced")
-def test_no_connection_attempt_leaves_loopback(tmp_path: Path) -> None:
-    log = tmp_path / "connect.strace"
-    prefix = [*STRACE, str(log)]
-    run = run_cli("final-response", tmp_path, prefix=prefix)
+def test_no_connection_attempt_leaves_loopback(runs: CliRuns) -> None:
+    run = runs.get("strace")
     assert run.error is None and run.observation["classification"] == "completed", run.describe()
     # codex → scripted model and codex → MCP server, and nothing else.
-    assert_connects_only_to_loopback(log.read_text())
+    assert_connects_only_to_loopback((runs.root / "connect.strace").read_text())
 
 
 def test_sigterm_to_run_case_kills_the_runtime_and_writes_an_interrupted_result(tmp_path: Path) -> None:
