@@ -97,16 +97,25 @@ class Tick:
     anchor: str = "middle"  # SVG text-anchor: the first and last x labels stay inside the chart
 
 
-#: The y axis's rotated title takes x 5..17 (drawn at x=14, 12 px text); a tick label ends 6
-#: units left of the axis, and a 12 px tick character is at most 7 units wide (digits are 6.7).
-AXIS_TITLE_ROOM, TICK_GAP, TICK_CHAR_WIDTH = 20, 6, 7
+#: The y axis's rotated title takes x 3..17 (drawn at x=14, 12 px text: its ascent left of 14,
+#: its descent right of it); a tick label ends 6 units left of the axis.
+AXIS_TITLE_ROOM, TICK_GAP = 20, 6
+#: A 12 px tick character's width in SVG units, at most: digits are 7.6 in DejaVu Sans (Debian's
+#: default sans-serif), and a few glyphs are wider (``%`` 11.4: ``100%`` ran into the pass-rate
+#: chart's title at the phone layout's 56).
+TICK_CHAR_WIDTH, WIDE_TICK_CHARS = 8, {"%": 12, "m": 12, "M": 12, "W": 12}
+
+
+def tick_text_width(text: str) -> int:
+    """An upper bound of ``text``'s width as a 12 px tick label, in SVG units."""
+    return sum(WIDE_TICK_CHARS.get(char, TICK_CHAR_WIDTH) for char in text)
 
 
 def y_axis_left(left: int, tick_texts: Sequence[str]) -> int:
-    """Where the y axis is drawn (SVG units): ``left``, or further right when the longest tick
+    """Where the y axis is drawn (SVG units): ``left``, or further right when the widest tick
     label would otherwise run into the axis's rotated title (``0.0005 s`` did at 64)."""
-    longest = max((len(text) for text in tick_texts), default=0)
-    return max(left, AXIS_TITLE_ROOM + TICK_GAP + TICK_CHAR_WIDTH * longest)
+    widest = max((tick_text_width(text) for text in tick_texts), default=0)
+    return max(left, AXIS_TITLE_ROOM + TICK_GAP + widest)
 
 
 def nice_axis(largest: float) -> tuple[float, list[float]]:

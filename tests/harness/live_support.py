@@ -31,7 +31,7 @@ import subprocess
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,6 +265,12 @@ class CliRuns:
     def done(self) -> dict[str, CliRun]:
         """The runs that finished, by name (failed ones left out)."""
         return {name: f.result() for name, f in self._futures.items() if f.done() and not f.cancelled() and f.exception() is None}
+
+    def settle(self) -> None:
+        """Wait until every submitted run has ended (whatever its outcome): a test that times a
+        runtime of its own (one held by the model, then signalled) must not share the machine with
+        four more starting beside it."""
+        wait(self._futures.values())
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -339,10 +339,11 @@ def test_no_connection_attempt_leaves_loopback(runs: CliRuns) -> None:
     assert_connects_only_to_loopback((runs.root / "connect.strace").read_text())
 
 
-def test_sigterm_to_run_case_kills_the_runtime_and_writes_an_interrupted_result(tmp_path: Path) -> None:
+def test_sigterm_to_run_case_kills_the_runtime_and_writes_an_interrupted_result(tmp_path: Path, runs: CliRuns) -> None:
     """``kill <pid>`` of ``run-case`` while codex waits on a model that answers in a minute: the
     command exits 130 with an ``interrupted`` result and no traceback, and no process it started
     (codex runs in a process group of its own) outlives it."""
+    runs.settle()  # alone on its worker: the module's runs may still be starting beside it
     with run_case_held_by_the_model(tmp_path) as (process, started, out):
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
@@ -354,10 +355,11 @@ def test_sigterm_to_run_case_kills_the_runtime_and_writes_an_interrupted_result(
         assert not survivors, f"processes outlived run-case: {survivors}"
 
 
-def test_sigkill_of_run_case_leaves_no_runtime_behind(tmp_path: Path) -> None:
+def test_sigkill_of_run_case_leaves_no_runtime_behind(tmp_path: Path, runs: CliRuns) -> None:
     """``kill -9`` runs no cleanup at all, yet codex and its helpers die with the command: codex
     ends with its stdin, and its lifeline (runs/executors/live/drivers/lifeline.py) would kill its
     group if it did not. Nothing keeps running, and spending, unowned."""
+    runs.settle()  # alone on its worker: the module's runs may still be starting beside it
     with run_case_held_by_the_model(tmp_path) as (process, started, _):
         process.kill()
         process.communicate(timeout=30)

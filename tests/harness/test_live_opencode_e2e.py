@@ -334,10 +334,11 @@ def test_no_connection_attempt_leaves_loopback(runs: CliRuns) -> None:
 # ------------------------------------------------------------------ a killed command
 
 
-def test_sigkill_of_run_case_leaves_no_opencode_server_behind(tmp_path: Path) -> None:
+def test_sigkill_of_run_case_leaves_no_opencode_server_behind(tmp_path: Path, runs: CliRuns) -> None:
     """``kill -9`` runs no cleanup, and ``opencode serve`` (unlike a stdio runtime, which ends with
     its stdin) would serve, and spend, forever: its lifeline kills it with the command
     (runs/executors/live/drivers/lifeline.py)."""
+    runs.settle()  # alone on its worker: the module's runs may still be starting beside it
     with run_case_held_by_the_model(tmp_path, CANDIDATE_ID) as (process, started, _):
         process.kill()
         process.communicate(timeout=30)
