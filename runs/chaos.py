@@ -160,16 +160,7 @@ def _scratch(entry: ScheduleEntry, script: Sequence[Any], *, executions: int = 1
     with transaction.atomic():
         run = Run.objects.create(schedule=entry.schedule, trigger=Trigger.MANUAL, lane=RunLane.CHAOS, cost_ceiling_usd=ceiling)
         for position, item in enumerate(entries):
-            Execution.objects.create(
-                run=run,
-                entry=item,
-                position=position,
-                execution_id=item.execution_id,
-                case_key=item.case_key,
-                candidate_key=item.candidate_key,
-                slot_key=item.slot_key,
-                repetition=item.repetition,
-            )
+            Execution.for_entry(run, item, position).save()
     claim_run(run)
     executor = _Scripted(script)
     FAULT_INJECTION[run.pk] = executor

@@ -139,17 +139,7 @@ def create_run(
             run.full_clean(exclude=["schedule"])
             run.save()
             _insert_executions(
-                Execution(
-                    run=run,
-                    entry=entry,
-                    position=position,
-                    execution_id=entry.execution_id,
-                    case_key=entry.case_key,
-                    candidate_key=entry.candidate_key,
-                    slot_key=entry.slot_key,
-                    repetition=entry.repetition,
-                )
-                for position, entry in enumerate(e for e in entries if e.execution_id in selected)
+                Execution.for_entry(run, entry, position) for position, entry in enumerate(e for e in entries if e.execution_id in selected)
             )
     except IntegrityError:
         existing = Run.objects.filter(schedule=schedule, trigger=Trigger.NIGHTLY).first()

@@ -241,6 +241,21 @@ class Execution(models.Model):
     def __str__(self) -> str:
         return self.execution_id
 
+    @classmethod
+    def for_entry(cls, run: Run, entry: ScheduleEntry, position: int) -> Execution:
+        """A pending execution (not saved) of schedule ``entry`` in ``run`` at ``position``: the
+        entry's identity (execution id, case, candidate, slot, repetition) copied onto the row."""
+        return cls(
+            run=run,
+            entry=entry,
+            position=position,
+            execution_id=entry.execution_id,
+            case_key=entry.case_key,
+            candidate_key=entry.candidate_key,
+            slot_key=entry.slot_key,
+            repetition=entry.repetition,
+        )
+
     @property
     def scorecard_or_none(self) -> Scorecard | None:
         """The execution's scorecard, or None when it has none (no query once the queryset
