@@ -3,7 +3,7 @@ completed execution, a whole night executed in-process (skipped, completed), and
 lease scan after a task, throttled per process (``REAP_CHECK_SECONDS``).
 
 The counts are exact, so a statement added anywhere on these paths fails a test; lower them
-when a change saves one (docs/benchmarks.md, "The orchestration's own cost"). In a test the
+when a change saves one (docs/benchmarks.md, "A night with the public ORM"). In a test the
 transactions are savepoints (``SAVEPOINT`` / ``RELEASE SAVEPOINT`` are counted like the
 ``BEGIN`` / ``COMMIT`` they stand for), so the counts are the same on SQLite and PostgreSQL.
 """
